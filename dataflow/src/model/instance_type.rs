@@ -1,0 +1,74 @@
+//! Instance types and offerings as the engine sees them: labels as requirements, capacity,
+//! overhead and allocatable, and the (zone, capacity type) offerings with prices.
+
+use super::requirements::Requirements;
+use super::resources::Resources;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A price in millionths of a dollar (or of the region's currency) per hour. Integer so that
+/// prices can be compared, hashed and summed exactly inside the dataflow.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Price(pub i64);
+
+impl Price {
+    pub fn from_dollars(d: f64) -> Price {
+        Price((d * 1_000_000.0).round() as i64)
+    }
+    pub fn dollars(self) -> f64 {
+        self.0 as f64 / 1_000_000.0
+    }
+}
+
+impl fmt::Display for Price {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "${:.4}/h", self.dollars())
+    }
+}
+
+/// Where and how an instance type can be bought.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Offering {
+    pub zone: String,
+    pub zone_id: String,
+    /// `on-demand`, `spot` or `reserved`.
+    pub capacity_type: String,
+    pub price: Price,
+    pub available: bool,
+}
+
+/// One instance type, resolved for a region (and, once a NodePool's EC2NodeClass and overlays
+/// apply, for that NodePool).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct InstanceType {
+    pub name: String,
+    /// The labels Karpenter derives for the type (arch, os, family, cpu, memory, ...), each as a
+    /// single-value requirement, plus zone and capacity type as the sets its offerings cover.
+    pub requirements: Requirements,
+    pub capacity: Resources,
+    /// kube-reserved + system-reserved + eviction threshold.
+    pub overhead: Resources,
+    pub offerings: Vec<Offering>,
+}
+
+impl InstanceType {
+    /// Capacity minus overhead: what pods may request.
+    pub fn allocatable(&self) -> Resources {
+        self.capacity.sub(&self.overhead)
+    }
+
+    /// The cheapest available offering that `allowed` admits (zone and capacity type).
+    pub fn cheapest_offering(&self, allowed: &Requirements) -> Option<&Offering> {
+        self.offerings
+            .iter()
+            .filter(|o| o.available && offering_allowed(o, allowed))
+            .min_by_key(|o| (o.price, &o.zone, &o.capacity_type))
+    }
+}
+
+/// True when an offering's zone, zone id and capacity type satisfy `allowed`.
+pub fn offering_allowed(o: &Offering, allowed: &Requirements) -> bool {
+    allowed.allows(super::labels::ZONE, &o.zone)
+        && allowed.allows(super::labels::CAPACITY_TYPE, &o.capacity_type)
+        && (o.zone_id.is_empty() || allowed.allows(super::labels::ZONE_ID, &o.zone_id))
+}

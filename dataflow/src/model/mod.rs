@@ -1,0 +1,24 @@
+//! The domain model: what Kubernetes and Karpenter objects mean to the scheduler.
+
+pub mod instance_type;
+pub mod kubelet;
+pub mod labels;
+pub mod node;
+pub mod nodepool;
+pub mod pod;
+pub mod quantity;
+pub mod requirements;
+pub mod resources;
+pub mod selector;
+pub mod taints;
+
+pub use instance_type::{InstanceType, Offering, Price};
+pub use kubelet::{KubeletConfig, Threshold};
+pub use node::{DaemonSet, Node, PodDisruptionBudget};
+pub use nodepool::{Budget, ConsolidationPolicy, Disruption, EC2NodeClass, NodeClassStatus, NodeOverlay, NodePool};
+pub use pod::{Pod, PodAffinityTerm, PodScheduling, TopologySpread, WhenUnsatisfiable};
+pub use quantity::{parse_quantity, Milli};
+pub use requirements::{Operator, Requirement, Requirements};
+pub use resources::Resources;
+pub use selector::LabelSelector;
+pub use taints::{Effect, Taint, Toleration, TolerationOperator};

@@ -1,0 +1,50 @@
+//! Existing capacity: Nodes and in-flight NodeClaims, and DaemonSets that put pods on them.
+
+use super::pod::PodScheduling;
+use super::resources::Resources;
+use super::taints::Taint;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A Node, or a NodeClaim that has no Node yet (in flight): capacity pods can be bound to.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Node {
+    pub name: String,
+    /// The NodeClaim that launched it, if any.
+    pub nodeclaim: Option<String>,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    pub allocatable: Resources,
+    /// True for a NodeClaim not yet registered as a Node.
+    pub in_flight: bool,
+    /// `spec.unschedulable` (cordoned) or marked for deletion.
+    pub unschedulable: bool,
+    /// `spec.providerID`, e.g. `aws:///us-east-1a/i-0123`.
+    pub provider_id: Option<String>,
+    /// `metadata.creationTimestamp` in milliseconds since the epoch, when known.
+    pub created_ms: Option<i64>,
+}
+
+/// A DaemonSet's pod template: it lands on every node whose labels and taints admit it, and its
+/// requests are per-node overhead.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct DaemonSet {
+    pub namespace: String,
+    pub name: String,
+    pub scheduling: PodScheduling,
+}
+
+/// A PodDisruptionBudget, reduced to its selector and how many disruptions it allows.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct PodDisruptionBudget {
+    pub namespace: String,
+    pub name: String,
+    pub selector: super::selector::LabelSelector,
+    /// `minAvailable` / `maxUnavailable` as written (`"1"`, `"50%"`).
+    pub min_available: Option<String>,
+    pub max_unavailable: Option<String>,
+}
+
+
+

@@ -1,0 +1,111 @@
+//! `karpenter.sh/v1` NodePool and `karpenter.k8s.aws/v1` EC2NodeClass, as the engine uses them.
+
+use super::kubelet::KubeletConfig;
+use super::quantity::Milli;
+use super::requirements::Requirements;
+use super::taints::Taint;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum ConsolidationPolicy {
+    WhenEmpty,
+    WhenEmptyOrUnderutilized,
+    Balanced,
+}
+
+/// `spec.disruption.budgets[]`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Budget {
+    /// `"10%"` or `"5"`, as written.
+    pub nodes: String,
+    pub schedule: Option<String>,
+    pub duration: Option<String>,
+    pub reasons: Vec<String>,
+}
+
+/// `spec.disruption`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Disruption {
+    pub consolidation_policy: ConsolidationPolicy,
+    /// `consolidateAfter` as written (`"30s"`, `"Never"`).
+    pub consolidate_after: Option<String>,
+    pub budgets: Vec<Budget>,
+}
+
+impl Default for Disruption {
+    fn default() -> Self {
+        Disruption {
+            consolidation_policy: ConsolidationPolicy::WhenEmptyOrUnderutilized,
+            consolidate_after: Some("0s".to_string()),
+            budgets: vec![Budget {
+                nodes: "10%".to_string(),
+                schedule: None,
+                duration: None,
+                reasons: vec![],
+            }],
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct NodePool {
+    pub name: String,
+    /// Higher weight is tried first.
+    pub weight: i32,
+    pub template_labels: BTreeMap<String, String>,
+    pub template_annotations: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    /// Taints a node carries only while it starts; they do not block scheduling.
+    pub startup_taints: Vec<Taint>,
+    /// `spec.template.spec.requirements` (with `minValues`), plus the template labels as `In`.
+    pub requirements: Requirements,
+    /// `spec.template.spec.nodeClassRef.name`.
+    pub node_class: Option<String>,
+    /// `spec.limits`: resource name -> milli-units.
+    pub limits: BTreeMap<String, Milli>,
+    pub expire_after: Option<String>,
+    pub termination_grace_period: Option<String>,
+    pub disruption: Disruption,
+    /// `spec.replicas`: a static pool (parsed, not supported yet).
+    pub replicas: Option<i64>,
+}
+
+/// `spec.subnets` / `spec.securityGroups` / `spec.amis` status entries, reduced to what the engine
+/// needs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct NodeClassStatus {
+    /// Zones of `status.subnets` (empty: not resolved, allow every zone).
+    pub subnet_zones: BTreeSet<String>,
+    pub subnet_ids: BTreeSet<String>,
+    pub security_group_ids: BTreeSet<String>,
+    pub ami_ids: BTreeSet<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct EC2NodeClass {
+    pub name: String,
+    pub kubelet: KubeletConfig,
+    /// `spec.enclaveOptions.enabled` (Karpenter v1.15): only Nitro-Enclaves-capable types.
+    pub enclaves_enabled: bool,
+    /// Root volume size in GiB from `blockDeviceMappings` (the root device), default 20.
+    pub root_volume_gib: Option<i64>,
+    pub status: NodeClassStatus,
+    /// The spec as a canonical JSON string, for drift hashing.
+    pub spec_json: String,
+}
+
+/// `karpenter.sh/v1alpha1` NodeOverlay: changes capacity and price of the instance types (and
+/// offerings) its requirements select, per NodePool.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct NodeOverlay {
+    pub name: String,
+    pub requirements: Requirements,
+    /// Extra capacity (e.g. `smarter-devices/fuse`, `hugepages-2Mi`).
+    pub capacity: BTreeMap<String, Milli>,
+    /// An absolute price in micro-dollars per hour.
+    pub price: Option<i64>,
+    /// `"+10%"`, `"-0.05"`: a relative or absolute adjustment, as written.
+    pub price_adjustment: Option<String>,
+    pub weight: i32,
+}
