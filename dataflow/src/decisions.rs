@@ -1,0 +1,44 @@
+//! Decisions: what the standing queries maintain. Their diffs are the actions.
+
+use crate::model::{Price, Requirements};
+use serde::{Deserialize, Serialize};
+
+/// A NodeClaim to create.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Launch {
+    /// Deterministic: a stable hash of NodePool, requirements, instance-type set and ordinal.
+    pub name: String,
+    pub nodepool: String,
+    /// Cheapest first, at most 60 (as Karpenter truncates).
+    pub instance_types: Vec<String>,
+    pub zones: Vec<String>,
+    pub capacity_types: Vec<String>,
+    /// The cheapest offering the launch allows.
+    pub price: Price,
+    /// The NodeClaim's requirements (NodePool's, pods', topology's), for CreateFleet overrides.
+    pub requirements: Requirements,
+    /// How many pods of each class it holds: (class id, count).
+    pub pods_by_class: Vec<(u64, i64)>,
+}
+
+/// Where some pods of one class go: an existing node, an in-flight NodeClaim, or a launch.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Placement {
+    pub class: u64,
+    /// Node name or launch name.
+    pub target: String,
+    /// Order among the class's placements (pods of the class are dealt out in this order).
+    pub order: u32,
+    pub count: i64,
+}
+
+/// One output record of the engine.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Decision {
+    Launch(Launch),
+    /// A pending pod goes to a node or launch.
+    Binding { pod: String, target: String },
+    Unschedulable { pod: String, reason: String },
+    /// The fractional lower bound on the cost per hour of the pending pods' new capacity.
+    LowerBound(Price),
+}

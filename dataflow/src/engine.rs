@@ -1,0 +1,197 @@
+//! The engine harness: timely workers that hold the standing queries, fed with facts epoch by
+//! epoch, with the decisions they maintain collected on the caller's thread.
+//!
+//! The caller owns the clock: [`Engine::advance`] sends the updates of one epoch, closes it,
+//! and returns the decisions' diffs once every worker has caught up. Queries are built by a
+//! caller-supplied function, so this crate knows nothing of what they compute.
+
+use crate::decisions::Decision;
+use crate::facts::Fact;
+use crossbeam_channel::{unbounded, Receiver, Sender};
+use differential_dataflow::input::Input;
+use differential_dataflow::VecCollection;
+use std::collections::HashMap;
+use thiserror::Error;
+use timely::dataflow::ProbeHandle;
+use timely::WorkerConfig;
+
+/// Logical time: milliseconds of the (virtual) clock at which an epoch closes.
+pub type Epoch = u64;
+
+#[derive(Debug, Error)]
+pub enum EngineError {
+    #[error("could not start timely workers: {0}")]
+    Start(String),
+    #[error("the engine's workers stopped unexpectedly")]
+    WorkersGone,
+    #[error("epoch {next} is not after the current epoch {current}")]
+    EpochNotIncreasing { current: Epoch, next: Epoch },
+}
+
+enum Command {
+    Advance { to: Epoch, updates: Vec<(Fact, isize)> },
+}
+
+enum Message {
+    Output(Decision, isize),
+    Caught,
+}
+
+/// Builds the standing queries from the fact collection.
+pub trait QueryBuilder:
+    for<'s> Fn(VecCollection<'s, Epoch, Fact>) -> VecCollection<'s, Epoch, Decision> + Send + Sync + 'static
+{
+}
+impl<F> QueryBuilder for F where
+    F: for<'s> Fn(VecCollection<'s, Epoch, Fact>) -> VecCollection<'s, Epoch, Decision>
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+/// Running workers and the current value of every decision.
+pub struct Engine {
+    commands: Vec<Sender<Command>>,
+    messages: Receiver<Message>,
+    guards: Option<timely::communication::WorkerGuards<()>>,
+    epoch: Epoch,
+    decisions: HashMap<Decision, isize>,
+}
+
+impl Engine {
+    /// Starts `workers` timely worker threads in this process.
+    pub fn start(workers: usize, build: impl QueryBuilder) -> Result<Engine, EngineError> {
+        let workers = workers.max(1);
+        let (out_tx, out_rx) = unbounded::<Message>();
+        let mut command_txs = Vec::with_capacity(workers);
+        let mut command_rxs = Vec::with_capacity(workers);
+        for _ in 0..workers {
+            let (tx, rx) = unbounded::<Command>();
+            command_txs.push(tx);
+            command_rxs.push(std::sync::Mutex::new(Some(rx)));
+        }
+        let config = timely::Config {
+            communication: if workers == 1 {
+                timely::CommunicationConfig::Thread
+            } else {
+                timely::CommunicationConfig::Process(workers)
+            },
+            worker: WorkerConfig::default(),
+        };
+        let guards = timely::execute(config, move |worker| {
+            let index = worker.index();
+            let Some(commands) = command_rxs
+                .get(index)
+                .and_then(|slot| slot.lock().ok().and_then(|mut s| s.take()))
+            else {
+                return;
+            };
+            let out = out_tx.clone();
+            let probe = ProbeHandle::<Epoch>::new();
+            let mut facts_in = worker.dataflow::<Epoch, _, _>(|scope| {
+                let (input, facts) = scope.new_collection::<Fact, isize>();
+                let sink = out.clone();
+                build(facts)
+                    .inspect(move |(decision, _time, diff)| {
+                        let _ = sink.send(Message::Output(decision.clone(), *diff));
+                    })
+                    .probe_with(&probe);
+                input
+            });
+            while let Ok(command) = commands.recv() {
+                match command {
+                    Command::Advance { to, updates } => {
+                        for (fact, diff) in updates {
+                            facts_in.update(fact, diff);
+                        }
+                        facts_in.advance_to(to);
+                        facts_in.flush();
+                        worker.step_while(|| probe.less_than(&to));
+                        if out.send(Message::Caught).is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        })
+        .map_err(EngineError::Start)?;
+        Ok(Engine {
+            commands: command_txs,
+            messages: out_rx,
+            guards: Some(guards),
+            epoch: 0,
+            decisions: HashMap::new(),
+        })
+    }
+
+    /// The epoch the engine has caught up to.
+    pub fn epoch(&self) -> Epoch {
+        self.epoch
+    }
+
+    /// Applies `updates` at the current epoch, closes it, moves to `next`, and returns the
+    /// decisions' diffs (consolidated: a decision retracted and re-asserted is not listed).
+    pub fn advance(
+        &mut self,
+        next: Epoch,
+        updates: Vec<(Fact, isize)>,
+    ) -> Result<Vec<(Decision, isize)>, EngineError> {
+        if next <= self.epoch {
+            return Err(EngineError::EpochNotIncreasing {
+                current: self.epoch,
+                next,
+            });
+        }
+        // Facts are routed by timely's exchange, so feeding them all through worker 0 is
+        // correct; every other worker still has to advance its input for progress.
+        let mut updates = Some(updates);
+        for tx in &self.commands {
+            let command = Command::Advance {
+                to: next,
+                updates: updates.take().unwrap_or_default(),
+            };
+            tx.send(command).map_err(|_| EngineError::WorkersGone)?;
+        }
+        let mut caught = 0;
+        let mut diffs: HashMap<Decision, isize> = HashMap::new();
+        while caught < self.commands.len() {
+            match self.messages.recv().map_err(|_| EngineError::WorkersGone)? {
+                Message::Output(d, r) => *diffs.entry(d).or_insert(0) += r,
+                Message::Caught => caught += 1,
+            }
+        }
+        self.epoch = next;
+        let mut out: Vec<(Decision, isize)> = diffs.into_iter().filter(|(_, r)| *r != 0).collect();
+        out.sort();
+        for (d, r) in &out {
+            let e = self.decisions.entry(d.clone()).or_insert(0);
+            *e += r;
+            if *e == 0 {
+                self.decisions.remove(d);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every decision currently held, sorted.
+    pub fn decisions(&self) -> Vec<Decision> {
+        let mut out: Vec<Decision> = self
+            .decisions
+            .iter()
+            .flat_map(|(d, r)| std::iter::repeat_n(d.clone(), (*r).max(0) as usize))
+            .collect();
+        out.sort();
+        out
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        // Closing the command channels ends each worker's loop; then the guards join them.
+        self.commands.clear();
+        if let Some(guards) = self.guards.take() {
+            drop(guards);
+        }
+    }
+}

@@ -1,0 +1,215 @@
+//! Query 2 — compatibility of pod classes with NodePools' instance types.
+//!
+//! Rule: a class can use type T of NodePool P when P's taints are tolerated, P's requirements
+//! are compatible with the class's (Karpenter's rule: well-known labels may be left open, any
+//! other label must be defined by P), T's labels intersect them, T has an available offering
+//! they admit, and the class's requests fit T's room after DaemonSet overhead.
+//! When no NodePool can take the class, its preferences are relaxed in Karpenter's order:
+//! further required node-affinity terms first, then preferred node-affinity terms from the
+//! heaviest down, then none. Volume zones and the node selector are never relaxed.
+
+use crate::types::{ClassId, ClassMembers, Compatibility, PodClass, PoolTypes, UnitCost};
+use differential_dataflow::VecCollection;
+use dovetail_dataflow::engine::Epoch;
+use dovetail_dataflow::model::instance_type::offering_allowed;
+use dovetail_dataflow::model::labels::{is_well_known, ZONE};
+use dovetail_dataflow::model::taints::first_untolerated;
+use dovetail_dataflow::model::{Requirement, Requirements};
+use serde::{Deserialize, Serialize};
+
+/// At most this many relaxation levels are tried.
+const MAX_LEVELS: usize = 16;
+
+/// The requirement sets a class is tried with, strictest first.
+pub fn relaxation_levels(class: &PodClass) -> Vec<Requirements> {
+    let s = &class.scheduling;
+    let mut base = s.node_selector.clone();
+    if let Some(zones) = &s.volume_zones {
+        base.add(ZONE, Requirement::finite(zones.clone()));
+    }
+    let required: Vec<Option<&Requirements>> = if s.required_node_affinity.is_empty() {
+        vec![None]
+    } else {
+        s.required_node_affinity.iter().map(Some).collect()
+    };
+    let preferred: Vec<Option<&Requirements>> = s
+        .preferred_node_affinity
+        .iter()
+        .map(|(_, r)| Some(r))
+        .chain(std::iter::once(None))
+        .collect();
+    let combine = |r: Option<&Requirements>, p: Option<&Requirements>| {
+        let mut out = base.clone();
+        if let Some(r) = r {
+            out.add_all(r);
+        }
+        if let Some(p) = p {
+            out.add_all(p);
+        }
+        out
+    };
+    let mut levels = Vec::new();
+    for r in &required {
+        levels.push(combine(*r, preferred[0]));
+    }
+    let last = required.last().copied().flatten();
+    for p in preferred.iter().skip(1) {
+        levels.push(combine(last, *p));
+    }
+    levels.dedup();
+    levels.truncate(MAX_LEVELS);
+    levels
+}
+
+/// For one NodePool: per relaxation level, the compatible type indices or why none.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct PoolFit {
+    pub pool: String,
+    pub levels: Vec<Result<Vec<u32>, String>>,
+    /// Cheapest price per milli-unit of CPU and memory among compatible types, per level.
+    pub unit_costs: Vec<[UnitCost; 2]>,
+}
+
+pub fn pool_fit(class: &PodClass, pool: &PoolTypes) -> PoolFit {
+    let levels = relaxation_levels(class);
+    let mut results = Vec::with_capacity(levels.len());
+    let mut costs = Vec::with_capacity(levels.len());
+    let s = &class.scheduling;
+    for reqs in &levels {
+        let mut cost = [UnitCost::new(f64::MAX), UnitCost::new(f64::MAX)];
+        let result = (|| {
+            if let Some(r) = &pool.not_ready {
+                return Err(r.clone());
+            }
+            if let Some(t) = first_untolerated(&pool.nodepool.taints, &s.tolerations) {
+                return Err(format!("taint {t} is not tolerated"));
+            }
+            pool.nodepool
+                .requirements
+                .compatible(reqs, is_well_known)
+                .map_err(|e| format!("incompatible requirements: {e}"))?;
+            let mut merged = pool.nodepool.requirements.clone();
+            merged.add_all(reqs);
+            let mut fits = Vec::new();
+            let mut label_ok = 0;
+            for (i, pt) in pool.types.iter().enumerate() {
+                let it = &pt.instance_type;
+                if it.requirements.intersects(reqs).is_err() {
+                    continue;
+                }
+                let Some(o) = it
+                    .offerings
+                    .iter()
+                    .filter(|o| o.available && offering_allowed(o, &merged))
+                    .min_by_key(|o| o.price)
+                else {
+                    continue;
+                };
+                label_ok += 1;
+                if !s.requests.fits_in(&pt.available) {
+                    continue;
+                }
+                let price = o.price.0 as f64;
+                if pt.available.cpu > 0 {
+                    cost[0] = cost[0].min(UnitCost::new(price / pt.available.cpu as f64));
+                }
+                if pt.available.memory > 0 {
+                    cost[1] = cost[1].min(UnitCost::new(price / pt.available.memory as f64));
+                }
+                fits.push(i as u32);
+            }
+            if fits.is_empty() {
+                if label_ok == 0 {
+                    return Err("no instance type matches the requirements with an available offering".to_string());
+                }
+                return Err(format!(
+                    "no instance type has room for the requests (cpu {}m, memory {}Mi{}) after DaemonSet overhead",
+                    s.requests.cpu,
+                    s.requests.memory / (1024 * 1024 * 1000),
+                    s.requests
+                        .extended
+                        .iter()
+                        .map(|(k, v)| format!(", {k} {}", dovetail_dataflow::model::quantity::format_milli(*v)))
+                        .collect::<String>()
+                ));
+            }
+            Ok(fits)
+        })();
+        results.push(result);
+        costs.push(cost);
+    }
+    PoolFit {
+        pool: pool.nodepool.name.clone(),
+        levels: results,
+        unit_costs: costs,
+    }
+}
+
+/// Chooses the strictest level at which some NodePool fits.
+pub fn choose(class: &PodClass, fits: &[&PoolFit]) -> Compatibility {
+    let levels = relaxation_levels(class);
+    let chosen = (0..levels.len())
+        .find(|&l| fits.iter().any(|f| matches!(f.levels.get(l), Some(Ok(v)) if !v.is_empty())))
+        .unwrap_or(0);
+    let mut pools = Vec::new();
+    let mut rejections = Vec::new();
+    let mut unit_cost = [UnitCost::new(f64::MAX), UnitCost::new(f64::MAX)];
+    for f in fits {
+        match f.levels.get(chosen) {
+            Some(Ok(types)) => {
+                pools.push((f.pool.clone(), types.clone()));
+                if let Some(c) = f.unit_costs.get(chosen) {
+                    unit_cost[0] = unit_cost[0].min(c[0]);
+                    unit_cost[1] = unit_cost[1].min(c[1]);
+                }
+            }
+            Some(Err(reason)) => rejections.push((f.pool.clone(), reason.clone())),
+            None => {}
+        }
+    }
+    pools.sort();
+    rejections.sort();
+    Compatibility {
+        requirements: levels.get(chosen).cloned().unwrap_or_default(),
+        relaxation: chosen as u32,
+        pools,
+        rejections,
+        unit_cost,
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+enum Row {
+    Class(PodClass),
+    Fit(PoolFit),
+}
+
+pub fn compatibility<'s>(
+    classes: VecCollection<'s, Epoch, (ClassId, ClassMembers)>,
+    pools: VecCollection<'s, Epoch, (String, PoolTypes)>,
+) -> VecCollection<'s, Epoch, (ClassId, Compatibility)> {
+    // Only a class's spec matters here, not its pods: a pod joining a class changes nothing.
+    let specs = classes.map(|(id, m)| (id, m.class)).distinct();
+    let fits = specs
+        .clone()
+        .map(|(id, c)| ((), (id, c)))
+        .join_map(pools.map(|(_, p)| ((), p)), |_, (id, class), pool| {
+            (*id, Row::Fit(pool_fit(class, pool)))
+        });
+    specs
+        .map(|(id, c)| (id, Row::Class(c)))
+        .concat(fits)
+        .reduce_named("Compatibility", |_id, rows, out| {
+            let mut class = None;
+            let mut fits = Vec::new();
+            for (row, _) in rows {
+                match row {
+                    Row::Class(c) => class = Some(c),
+                    Row::Fit(f) => fits.push(f),
+                }
+            }
+            if let Some(class) = class {
+                out.push((choose(class, &fits), 1));
+            }
+        })
+}

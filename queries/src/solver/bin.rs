@@ -1,0 +1,42 @@
+//! A bin of the packing: an existing node (fixed size) or a NodeClaim being planned (the set of
+//! instance types that still fit everything put in it).
+
+use dovetail_dataflow::model::{Requirements, Resources};
+use std::collections::{BTreeMap, BTreeSet};
+
+#[derive(Debug, Clone)]
+pub enum BinKind {
+    /// An existing node or in-flight NodeClaim: index into the solver's nodes.
+    Existing { node: usize },
+    /// A NodeClaim being planned from a NodePool: index into the solver's pools, with the
+    /// candidate types (indices into that pool's types, cheapest first).
+    New { pool: usize, types: Vec<u32> },
+}
+
+#[derive(Debug, Clone)]
+pub struct Bin {
+    pub kind: BinKind,
+    pub requirements: Requirements,
+    pub used: Resources,
+    /// What the largest remaining candidate could still take (CPU, memory): a quick reject.
+    pub headroom: (i64, i64),
+    /// (class index, copies), in the order placed.
+    pub classes: Vec<(usize, i64)>,
+    /// Pods per topology group on this node (hostname-keyed groups and anti-affinity).
+    pub group_counts: BTreeMap<usize, i64>,
+    /// Groups that some pod here is anti-affine to (no member of them may join).
+    pub anti_groups: BTreeSet<usize>,
+}
+
+impl Bin {
+    pub fn group_count(&self, group: usize) -> i64 {
+        self.group_counts.get(&group).copied().unwrap_or(0)
+    }
+
+    pub fn add_class(&mut self, class: usize, copies: i64) {
+        match self.classes.last_mut() {
+            Some((c, n)) if *c == class => *n += copies,
+            _ => self.classes.push((class, copies)),
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! Turns a planned bin into a Launch: cheapest types first, the zones and capacity types its
+//! offerings allow, and a deterministic name.
+
+use super::ClassInput;
+use crate::types::PoolTypes;
+use dovetail_dataflow::decisions::Launch;
+use dovetail_dataflow::model::instance_type::offering_allowed;
+use dovetail_dataflow::model::labels::INSTANCE_TYPE;
+use dovetail_dataflow::model::{Requirement, Requirements};
+use dovetail_dataflow::stable_hash::stable_hash;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Karpenter sends at most this many instance types to CreateFleet.
+pub const MAX_INSTANCE_TYPES: usize = 60;
+
+pub fn launch(
+    pool: &PoolTypes,
+    types: &[u32],
+    requirements: &Requirements,
+    classes_in_bin: &[(usize, i64)],
+    classes: &[ClassInput<'_>],
+    ordinals: &mut BTreeMap<u64, u32>,
+) -> Launch {
+    let mut priced: Vec<(i64, &str, usize)> = types
+        .iter()
+        .filter_map(|&t| {
+            let pt = pool.types.get(t as usize)?;
+            let o = pt.instance_type.cheapest_offering(requirements)?;
+            Some((o.price.0, pt.instance_type.name.as_str(), t as usize))
+        })
+        .collect();
+    priced.sort();
+    priced.truncate(MAX_INSTANCE_TYPES);
+    let mut zones = BTreeSet::new();
+    let mut capacity_types = BTreeSet::new();
+    for &(_, _, t) in &priced {
+        for o in pool.types[t]
+            .instance_type
+            .offerings
+            .iter()
+            .filter(|o| o.available && offering_allowed(o, requirements))
+        {
+            zones.insert(o.zone.clone());
+            capacity_types.insert(o.capacity_type.clone());
+        }
+    }
+    let names: Vec<String> = priced.iter().map(|(_, n, _)| n.to_string()).collect();
+    let mut reqs = requirements.clone();
+    reqs.add(INSTANCE_TYPE, Requirement::finite(names.iter().cloned().collect()));
+    // The name identifies the NodeClaim by what it is, not by the pods it holds, so adding a pod
+    // to a launch does not rename it.
+    let identity = stable_hash(&(&pool.nodepool.name, &reqs));
+    let ordinal = ordinals.entry(identity).or_insert(0);
+    let hash = stable_hash(&(identity, *ordinal));
+    *ordinal += 1;
+    let mut pods_by_class: Vec<(u64, i64)> = classes_in_bin
+        .iter()
+        .map(|&(ci, n)| (classes[ci].id, n))
+        .collect();
+    pods_by_class.sort();
+    Launch {
+        name: format!("{}-{:010x}", pool.nodepool.name, hash & 0xff_ffff_ffff),
+        nodepool: pool.nodepool.name.clone(),
+        instance_types: names,
+        zones: zones.into_iter().collect(),
+        capacity_types: capacity_types.into_iter().collect(),
+        price: dovetail_dataflow::model::Price(priced.first().map(|p| p.0).unwrap_or(0)),
+        requirements: reqs,
+        pods_by_class,
+    }
+}

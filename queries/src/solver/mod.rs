@@ -1,0 +1,824 @@
+//! The packing solver: first-fit decreasing over pod classes with counts, in Karpenter's order.
+//!
+//! Classes are placed largest first (CPU, then memory, descending). Each class first fills
+//! existing nodes and in-flight NodeClaims, then NodeClaims already planned in this run, then
+//! opens new ones from the NodePools in weight order. A planned NodeClaim keeps every instance
+//! type that still fits all its pods, and a class takes as many copies into a bin as the largest
+//! remaining type allows (so a run costs O(classes × bins), not O(pods)). Topology spread across
+//! zones or capacity types deals copies over domains first (water-filling, which is what a
+//! skew check admitting one pod at a time converges to); hostname spread and anti-affinity cap
+//! copies per bin.
+//!
+//! It is a pure function of its input, so the incremental engine and a from-scratch run agree.
+
+mod bin;
+mod launch;
+pub mod topology;
+
+use crate::types::{ClassId, Compatibility, NodeState, PodClass, PoolTypes};
+use bin::{Bin, BinKind};
+use dovetail_dataflow::decisions::{Launch, Placement};
+use dovetail_dataflow::model::instance_type::offering_allowed;
+use dovetail_dataflow::model::labels::{CAPACITY_TYPE, NODEPOOL, ZONE};
+use dovetail_dataflow::model::taints::first_untolerated;
+use dovetail_dataflow::model::{Milli, Requirement, Requirements, Resources};
+use std::collections::{BTreeMap, BTreeSet};
+use topology::{water_fill, ClassTopology, Topology};
+
+/// One class to place.
+pub struct ClassInput<'a> {
+    pub id: ClassId,
+    pub class: &'a PodClass,
+    pub count: i64,
+    pub compat: &'a Compatibility,
+}
+
+pub struct SolverInput<'a> {
+    pub pools: Vec<&'a PoolTypes>,
+    pub classes: Vec<ClassInput<'a>>,
+    pub nodes: Vec<&'a NodeState>,
+}
+
+/// Copies of a class that could not be placed, with the reason.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Failure {
+    pub class: ClassId,
+    pub count: i64,
+    pub reason: String,
+}
+
+#[derive(Debug, Default)]
+pub struct SolverOutput {
+    pub launches: Vec<Launch>,
+    pub placements: Vec<Placement>,
+    pub failures: Vec<Failure>,
+    /// A lower bound on the price per hour of the new capacity: for CPU and for memory
+    /// separately, every copy placed on a new NodeClaim pays its share of the cheapest price per
+    /// unit among its compatible types; the larger of the two sums. No packing of those pods
+    /// onto new capacity can cost less (the LP relaxation of one resource at a time).
+    pub lower_bound: dovetail_dataflow::model::Price,
+}
+
+struct Solver<'a> {
+    pools: Vec<&'a PoolTypes>,
+    classes: Vec<ClassInput<'a>>,
+    nodes: Vec<&'a NodeState>,
+    /// Per class: per pool index, a bitset of compatible type indices (None: incompatible).
+    compat_bits: Vec<Vec<Option<Vec<u64>>>>,
+    topo: Topology,
+    class_topo: Vec<ClassTopology>,
+    /// Pods per group anywhere (for hostname affinity: is there any pod to be near?).
+    group_totals: Vec<i64>,
+    /// Remaining NodePool limits by pool index (absent: unlimited).
+    limits: Vec<Option<BTreeMap<String, Milli>>>,
+    bins: Vec<Bin>,
+    failures: Vec<Failure>,
+}
+
+/// Runs the packing.
+pub fn solve(input: SolverInput<'_>) -> SolverOutput {
+    let mut pools = input.pools;
+    pools.sort_by(|a, b| {
+        b.nodepool
+            .weight
+            .cmp(&a.nodepool.weight)
+            .then_with(|| a.nodepool.name.cmp(&b.nodepool.name))
+    });
+    let mut classes = input.classes;
+    classes.sort_by(|a, b| {
+        let (ra, rb) = (&a.class.scheduling.requests, &b.class.scheduling.requests);
+        rb.cpu
+            .cmp(&ra.cpu)
+            .then(rb.memory.cmp(&ra.memory))
+            .then(a.id.cmp(&b.id))
+    });
+    let mut nodes = input.nodes;
+    nodes.sort_by(|a, b| a.node.name.cmp(&b.node.name));
+    let mut solver = Solver::new(pools, classes, nodes);
+    for ci in 0..solver.classes.len() {
+        solver.place_class(ci);
+    }
+    solver.finish()
+}
+
+fn bitset(indices: &[u32], len: usize) -> Vec<u64> {
+    let mut bits = vec![0u64; len.div_ceil(64)];
+    for &i in indices {
+        if let Some(w) = bits.get_mut(i as usize / 64) {
+            *w |= 1 << (i % 64);
+        }
+    }
+    bits
+}
+
+fn has_bit(bits: &[u64], i: u32) -> bool {
+    bits.get(i as usize / 64).is_some_and(|w| w & (1 << (i % 64)) != 0)
+}
+
+impl<'a> Solver<'a> {
+    fn new(pools: Vec<&'a PoolTypes>, classes: Vec<ClassInput<'a>>, nodes: Vec<&'a NodeState>) -> Self {
+        let pool_index: BTreeMap<&str, usize> = pools
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.nodepool.name.as_str(), i))
+            .collect();
+        let compat_bits = classes
+            .iter()
+            .map(|c| {
+                let mut per_pool: Vec<Option<Vec<u64>>> = vec![None; pools.len()];
+                for (name, types) in &c.compat.pools {
+                    if let Some(&p) = pool_index.get(name.as_str()) {
+                        if pools[p].not_ready.is_none() {
+                            per_pool[p] = Some(bitset(types, pools[p].types.len()));
+                        }
+                    }
+                }
+                per_pool
+            })
+            .collect();
+        let mut topo = Topology::default();
+        let mut class_topo: Vec<ClassTopology> =
+            classes.iter().map(|c| topo.class_constraints(c.class)).collect();
+        for (t, c) in class_topo.iter_mut().zip(&classes) {
+            t.member_of = topo.memberships(c.class);
+        }
+        let mut group_totals = vec![0i64; topo.groups.len()];
+        let mut bins = Vec::with_capacity(nodes.len());
+        for (i, n) in nodes.iter().enumerate() {
+            let mut bin = Bin {
+                kind: BinKind::Existing { node: i },
+                requirements: Requirements::from_labels(&n.node.labels),
+                used: n.used.clone(),
+                headroom: (0, 0),
+                classes: Vec::new(),
+                group_counts: BTreeMap::new(),
+                anti_groups: BTreeSet::new(),
+            };
+            for (ns, labels, count) in &n.pods {
+                for (g, group) in topo.groups.iter().enumerate() {
+                    if !group.counts_pod(ns, labels) {
+                        continue;
+                    }
+                    group_totals[g] += count;
+                    *bin.group_counts.entry(g).or_insert(0) += count;
+                }
+            }
+            for (g, group) in topo.groups.clone().iter().enumerate() {
+                let c = bin.group_count(g);
+                if c > 0 && !group.per_node() {
+                    if let Some(v) = n.node.labels.get(&group.key) {
+                        topo.add(g, v, c);
+                    }
+                }
+            }
+            bins.push(bin);
+        }
+        let limits = pools
+            .iter()
+            .map(|p| {
+                if p.nodepool.limits.is_empty() {
+                    return None;
+                }
+                let mut left = p.nodepool.limits.clone();
+                for n in &nodes {
+                    if n.node.labels.get(NODEPOOL) == Some(&p.nodepool.name) {
+                        for (r, v) in left.iter_mut() {
+                            *v -= n.node.allocatable.get(r);
+                        }
+                    }
+                }
+                Some(left)
+            })
+            .collect();
+        let mut solver = Solver {
+            pools,
+            classes,
+            nodes,
+            compat_bits,
+            topo,
+            class_topo,
+            group_totals,
+            limits,
+            bins,
+            failures: Vec::new(),
+        };
+        for b in 0..solver.bins.len() {
+            solver.refresh_headroom(b);
+        }
+        solver
+    }
+
+    fn fail(&mut self, ci: usize, count: i64, reason: String) {
+        if count > 0 {
+            self.failures.push(Failure {
+                class: self.classes[ci].id,
+                count,
+                reason,
+            });
+        }
+    }
+
+    /// The values a label-keyed domain can take for a class: from the offerings and labels of
+    /// its compatible types, and from existing nodes it could use.
+    fn domains(&self, ci: usize, key: &str, reqs: &Requirements) -> BTreeSet<String> {
+        let mut out = BTreeSet::new();
+        for (p, bits) in self.compat_bits[ci].iter().enumerate() {
+            let Some(bits) = bits else { continue };
+            for (t, pt) in self.pools[p].types.iter().enumerate() {
+                if !has_bit(bits, t as u32) {
+                    continue;
+                }
+                let it = &pt.instance_type;
+                if key == ZONE || key == CAPACITY_TYPE {
+                    for o in it.offerings.iter().filter(|o| o.available && offering_allowed(o, reqs)) {
+                        out.insert(if key == ZONE { o.zone.clone() } else { o.capacity_type.clone() });
+                    }
+                } else if let Some(r) = it.requirements.get(key) {
+                    if !r.complement {
+                        out.extend(r.values.iter().filter(|v| reqs.allows(key, v)).cloned());
+                    }
+                } else if let Some(v) = self.pools[p].nodepool.template_labels.get(key) {
+                    if reqs.allows(key, v) {
+                        out.insert(v.clone());
+                    }
+                }
+            }
+        }
+        let tolerations = &self.classes[ci].class.scheduling.tolerations;
+        for n in &self.nodes {
+            if let Some(v) = n.node.labels.get(key) {
+                if !n.node.unschedulable
+                    && first_untolerated(&n.node.taints, tolerations).is_none()
+                    && reqs.matched_by_labels(&n.node.labels).is_ok()
+                {
+                    out.insert(v.clone());
+                }
+            }
+        }
+        out
+    }
+
+    fn place_class(&mut self, ci: usize) {
+        let n = self.classes[ci].count;
+        if n <= 0 {
+            return;
+        }
+        if self.compat_bits[ci].iter().all(Option::is_none) && self.nodes.is_empty() {
+            let reason = self.no_nodepool_reason(ci);
+            self.fail(ci, n, reason);
+            return;
+        }
+        let mut reqs = self.classes[ci].compat.requirements.clone();
+        let topo = self.class_topo[ci].clone();
+        let mut left = n;
+
+        // Required pod affinity to a zone-like domain: go where the selected pods are; a class
+        // that selects itself and has no peers yet picks one domain for all its copies.
+        for &g in &topo.affinity {
+            let group = self.topo.groups[g].clone();
+            if group.per_node() {
+                continue;
+            }
+            let present: BTreeSet<String> = self.topo.counts[g]
+                .iter()
+                .filter(|(_, c)| **c > 0)
+                .map(|(d, _)| d.clone())
+                .collect();
+            if !present.is_empty() {
+                reqs.add(group.key.clone(), Requirement::finite(present));
+            } else if topo.member_of.contains(&g) {
+                let domains = self.domains(ci, &group.key, &reqs);
+                let Some(first) = self.cheapest_domain(ci, &group.key, &reqs, &domains) else {
+                    self.fail(ci, left, format!("pod affinity: no {} domain is available", group.key));
+                    return;
+                };
+                reqs.add(group.key.clone(), Requirement::single(first));
+            } else {
+                self.fail(
+                    ci,
+                    left,
+                    format!("pod affinity: no pod matching {} runs in any {} domain", group.selector.requirements, group.key),
+                );
+                return;
+            }
+        }
+        // Required anti-affinity to a zone-like domain: avoid domains with selected pods; a class
+        // that selects itself gets one copy per free domain.
+        let mut chunks: Option<Vec<(Requirements, i64)>> = None;
+        for &g in &topo.anti_affinity {
+            let group = self.topo.groups[g].clone();
+            if group.per_node() {
+                continue;
+            }
+            let occupied: BTreeSet<String> = self.topo.counts[g]
+                .iter()
+                .filter(|(_, c)| **c > 0)
+                .map(|(d, _)| d.clone())
+                .collect();
+            if !occupied.is_empty() {
+                reqs.add(group.key.clone(), Requirement {
+                    complement: true,
+                    values: occupied,
+                    ..Requirement::any()
+                });
+            }
+            if topo.member_of.contains(&g) && chunks.is_none() {
+                let free = self.domains(ci, &group.key, &reqs);
+                let mut list = Vec::new();
+                for d in free.into_iter().take(left as usize) {
+                    let mut r = reqs.clone();
+                    r.add(group.key.clone(), Requirement::single(d));
+                    list.push((r, 1));
+                }
+                chunks = Some(list);
+            }
+        }
+        // Topology spread over a zone-like key: deal copies over domains by water-filling.
+        for &(g, max_skew, min_domains) in &topo.spreads {
+            let group = self.topo.groups[g].clone();
+            if group.per_node() {
+                continue;
+            }
+            let domains = self.domains(ci, &group.key, &reqs);
+            if !topo.member_of.contains(&g) {
+                // Pods that are not counted may go to any domain within the skew.
+                let min = domains.iter().map(|d| self.topo.count(g, d)).min().unwrap_or(0);
+                let ok: BTreeSet<String> = domains
+                    .into_iter()
+                    .filter(|d| self.topo.count(g, d) - min <= max_skew)
+                    .collect();
+                reqs.add(group.key.clone(), Requirement::finite(ok));
+                continue;
+            }
+            if chunks.is_some() {
+                continue;
+            }
+            let quotas = water_fill(&self.topo.counts[g], &domains, left, max_skew, min_domains);
+            chunks = Some(
+                quotas
+                    .into_iter()
+                    .map(|(d, q)| {
+                        let mut r = reqs.clone();
+                        r.add(group.key.clone(), Requirement::single(d));
+                        (r, q)
+                    })
+                    .collect(),
+            );
+        }
+        match chunks {
+            None => {
+                left = self.place_chunk(ci, &reqs, left);
+                if left > 0 {
+                    let reason = self.last_reason(ci);
+                    self.fail(ci, left, reason);
+                }
+            }
+            Some(list) => {
+                let dealt: i64 = list.iter().map(|(_, q)| q).sum();
+                let mut unplaced = 0;
+                for (r, q) in list {
+                    unplaced += self.place_chunk(ci, &r, q);
+                }
+                if unplaced > 0 {
+                    let reason = self.last_reason(ci);
+                    self.fail(ci, unplaced, reason);
+                }
+                if left > dealt {
+                    self.fail(
+                        ci,
+                        left - dealt,
+                        "topology: no domain admits more pods without exceeding maxSkew or repeating an anti-affine pod"
+                            .to_string(),
+                    );
+                }
+                left = 0;
+            }
+        }
+        let _ = left;
+    }
+
+    /// The reason recorded by the last failed attempt to open a bin for this class.
+    fn last_reason(&self, ci: usize) -> String {
+        self.open_reason(ci)
+    }
+
+    fn no_nodepool_reason(&self, ci: usize) -> String {
+        let c = self.classes[ci].compat;
+        if c.rejections.is_empty() {
+            if self.pools.is_empty() {
+                return "no NodePool exists".to_string();
+            }
+            let not_ready: Vec<String> = self
+                .pools
+                .iter()
+                .filter_map(|p| p.not_ready.as_ref().map(|r| format!("NodePool {}: {r}", p.nodepool.name)))
+                .collect();
+            if !not_ready.is_empty() {
+                return not_ready.join("; ");
+            }
+            return "no NodePool is compatible".to_string();
+        }
+        c.rejections
+            .iter()
+            .map(|(p, r)| format!("NodePool {p}: {r}"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    /// Why no new NodeClaim could be opened for the class, pool by pool.
+    fn open_reason(&self, ci: usize) -> String {
+        let mut reasons = Vec::new();
+        for (p, bits) in self.compat_bits[ci].iter().enumerate() {
+            let name = &self.pools[p].nodepool.name;
+            if bits.is_none() {
+                continue;
+            }
+            if let Some(left) = &self.limits[p] {
+                let req = &self.classes[ci].class.scheduling.requests;
+                if left.iter().any(|(r, v)| req.get(r) > 0 && *v < req.get(r)) || left.values().any(|v| *v <= 0) {
+                    reasons.push(format!("NodePool {name}: limits reached"));
+                    continue;
+                }
+            }
+            reasons.push(format!(
+                "NodePool {name}: no compatible instance type has room under the pod's topology and requirements"
+            ));
+        }
+        if reasons.is_empty() {
+            return self.no_nodepool_reason(ci);
+        }
+        reasons.join("; ")
+    }
+
+    fn cheapest_domain(&self, ci: usize, key: &str, reqs: &Requirements, domains: &BTreeSet<String>) -> Option<String> {
+        let mut best: Option<(i64, String)> = None;
+        for d in domains {
+            let mut r = reqs.clone();
+            r.add(key.to_string(), Requirement::single(d.clone()));
+            let mut price = i64::MAX;
+            for (p, bits) in self.compat_bits[ci].iter().enumerate() {
+                let Some(bits) = bits else { continue };
+                for (t, pt) in self.pools[p].types.iter().enumerate() {
+                    if has_bit(bits, t as u32) {
+                        if let Some(o) = pt.instance_type.cheapest_offering(&r) {
+                            price = price.min(o.price.0);
+                        }
+                    }
+                }
+            }
+            if best.as_ref().is_none_or(|(bp, _)| price < *bp) {
+                best = Some((price, d.clone()));
+            }
+        }
+        best.map(|(_, d)| d)
+    }
+
+    /// Places up to `n` copies with requirements `reqs`; returns how many are left over.
+    fn place_chunk(&mut self, ci: usize, reqs: &Requirements, n: i64) -> i64 {
+        let mut left = n;
+        let req = self.classes[ci].class.scheduling.requests.clone();
+        for b in 0..self.bins.len() {
+            if left == 0 {
+                return 0;
+            }
+            let bin = &self.bins[b];
+            if req.cpu > bin.headroom.0 || req.memory > bin.headroom.1 {
+                continue;
+            }
+            if let Some(fit) = self.fit(b, ci, reqs, left) {
+                left -= fit.copies;
+                self.commit(b, ci, fit);
+            }
+        }
+        while left > 0 {
+            match self.open(ci, reqs, left) {
+                Some(k) => left -= k,
+                None => break,
+            }
+        }
+        left
+    }
+
+    /// Caps from per-node topology: hostname spread, anti-affinity (both ways), hostname affinity.
+    fn node_topology_cap(&self, bin: &Bin, ci: usize, cap: i64) -> i64 {
+        let t = &self.class_topo[ci];
+        let mut cap = cap;
+        for &g in &t.anti_affinity {
+            if self.topo.groups[g].per_node() {
+                if bin.group_count(g) > 0 {
+                    return 0;
+                }
+                if t.member_of.contains(&g) {
+                    cap = cap.min(1);
+                }
+            }
+        }
+        if bin.anti_groups.iter().any(|g| t.member_of.contains(g)) {
+            return 0;
+        }
+        for &(g, skew, _) in &t.spreads {
+            if self.topo.groups[g].per_node() && t.member_of.contains(&g) {
+                cap = cap.min(skew - bin.group_count(g));
+            }
+        }
+        for &g in &t.affinity {
+            if self.topo.groups[g].per_node() {
+                let anywhere = self.group_totals[g] > 0;
+                if anywhere && bin.group_count(g) == 0 {
+                    return 0;
+                }
+                if !anywhere && !t.member_of.contains(&g) {
+                    return 0;
+                }
+            }
+        }
+        cap.max(0)
+    }
+
+    fn fit(&self, b: usize, ci: usize, reqs: &Requirements, left: i64) -> Option<Fit> {
+        let bin = &self.bins[b];
+        let cap = self.node_topology_cap(bin, ci, left);
+        if cap == 0 {
+            return None;
+        }
+        let class = &self.classes[ci];
+        let req = &class.class.scheduling.requests;
+        match &bin.kind {
+            BinKind::Existing { node } => {
+                let n = &self.nodes[*node].node;
+                if n.unschedulable
+                    || first_untolerated(&n.taints, &class.class.scheduling.tolerations).is_some()
+                    || reqs.matched_by_labels(&n.labels).is_err()
+                {
+                    return None;
+                }
+                let free = n.allocatable.sub(&bin.used);
+                let k = cap.min(req.copies_in(&free));
+                (k > 0).then(|| Fit {
+                    copies: k,
+                    types: Vec::new(),
+                    requirements: None,
+                })
+            }
+            BinKind::New { pool, types } => {
+                let bits = self.compat_bits[ci][*pool].as_ref()?;
+                bin.requirements.intersects(reqs).ok()?;
+                let merged = bin.requirements.intersection(reqs);
+                self.best_types(*pool, types, bits, &merged, &bin.used, req, cap)
+                    .map(|(copies, types)| Fit {
+                        copies,
+                        types,
+                        requirements: Some(merged),
+                    })
+            }
+        }
+    }
+
+    /// The most copies some candidate type takes, and the types that take that many (honouring
+    /// minValues, which may force fewer copies to keep enough types).
+    #[allow(clippy::too_many_arguments)]
+    fn best_types(
+        &self,
+        pool: usize,
+        types: &[u32],
+        bits: &[u64],
+        merged: &Requirements,
+        used: &Resources,
+        req: &Resources,
+        cap: i64,
+    ) -> Option<(i64, Vec<u32>)> {
+        let pt = &self.pools[pool].types;
+        let mut fits: Vec<(u32, i64)> = Vec::new();
+        for &t in types {
+            if !has_bit(bits, t) {
+                continue;
+            }
+            let Some(p) = pt.get(t as usize) else { continue };
+            let it = &p.instance_type;
+            if !it.offerings.iter().any(|o| o.available && offering_allowed(o, merged)) {
+                continue;
+            }
+            let k = cap.min(req.copies_in(&p.available.sub(used)));
+            if k > 0 {
+                fits.push((t, k));
+            }
+        }
+        let mut levels: Vec<i64> = fits.iter().map(|(_, k)| *k).collect();
+        levels.sort_unstable_by(|a, b| b.cmp(a));
+        levels.dedup();
+        for k in levels {
+            let chosen: Vec<u32> = fits.iter().filter(|(_, kt)| *kt >= k).map(|(t, _)| *t).collect();
+            if self.min_values_met(pool, &chosen, merged) {
+                return Some((k, chosen));
+            }
+        }
+        None
+    }
+
+    fn min_values_met(&self, pool: usize, types: &[u32], merged: &Requirements) -> bool {
+        for (key, r) in &merged.0 {
+            let Some(min) = r.min_values else { continue };
+            let mut values: BTreeSet<&str> = BTreeSet::new();
+            for &t in types {
+                let Some(pt) = self.pools[pool].types.get(t as usize) else { continue };
+                let it = &pt.instance_type;
+                if key == ZONE || key == CAPACITY_TYPE {
+                    for o in it.offerings.iter().filter(|o| o.available && offering_allowed(o, merged)) {
+                        values.insert(if key == ZONE { &o.zone } else { &o.capacity_type });
+                    }
+                } else if key == dovetail_dataflow::model::labels::INSTANCE_TYPE {
+                    values.insert(&it.name);
+                } else if let Some(tr) = it.requirements.get(key) {
+                    values.extend(tr.values.iter().filter(|v| r.has(v)).map(String::as_str));
+                }
+            }
+            if (values.len() as u32) < min {
+                return false;
+            }
+        }
+        true
+    }
+
+    fn commit(&mut self, b: usize, ci: usize, fit: Fit) {
+        let req = self.classes[ci].class.scheduling.requests.times(fit.copies);
+        let member_of = self.class_topo[ci].member_of.clone();
+        let anti = self.class_topo[ci].anti_affinity.clone();
+        {
+            let bin = &mut self.bins[b];
+            bin.used.add_assign(&req);
+            bin.add_class(ci, fit.copies);
+            if let (BinKind::New { types, .. }, Some(r)) = (&mut bin.kind, fit.requirements) {
+                *types = fit.types;
+                bin.requirements = r;
+            }
+            for &g in &member_of {
+                *bin.group_counts.entry(g).or_insert(0) += fit.copies;
+            }
+            bin.anti_groups.extend(anti);
+        }
+        for &g in &member_of {
+            self.group_totals[g] += fit.copies;
+            let key = self.topo.groups[g].key.clone();
+            if self.topo.groups[g].per_node() {
+                continue;
+            }
+            if let Some(domain) = self.bin_domain(b, &key) {
+                self.topo.add(g, &domain, fit.copies);
+            }
+        }
+        self.refresh_headroom(b);
+    }
+
+    /// The single value of a label a bin is pinned to, if any.
+    fn bin_domain(&self, b: usize, key: &str) -> Option<String> {
+        let bin = &self.bins[b];
+        match &bin.kind {
+            BinKind::Existing { node } => self.nodes[*node].node.labels.get(key).cloned(),
+            BinKind::New { .. } => bin
+                .requirements
+                .get(key)
+                .filter(|r| !r.complement && r.values.len() == 1)
+                .and_then(|r| r.values.iter().next().cloned()),
+        }
+    }
+
+    fn refresh_headroom(&mut self, b: usize) {
+        let bin = &self.bins[b];
+        let headroom = match &bin.kind {
+            BinKind::Existing { node } => {
+                let n = &self.nodes[*node].node;
+                if n.unschedulable {
+                    (-1, -1)
+                } else {
+                    let free = n.allocatable.sub(&bin.used);
+                    (free.cpu, free.memory)
+                }
+            }
+            BinKind::New { pool, types } => {
+                let mut h = (-1, -1);
+                for &t in types {
+                    if let Some(pt) = self.pools[*pool].types.get(t as usize) {
+                        h.0 = h.0.max(pt.available.cpu - bin.used.cpu);
+                        h.1 = h.1.max(pt.available.memory - bin.used.memory);
+                    }
+                }
+                h
+            }
+        };
+        self.bins[b].headroom = headroom;
+    }
+
+    /// Opens a NodeClaim for the class from the first NodePool (by weight) that can hold at
+    /// least one copy; returns the copies placed.
+    fn open(&mut self, ci: usize, reqs: &Requirements, left: i64) -> Option<i64> {
+        for p in 0..self.pools.len() {
+            if self.compat_bits[ci][p].is_none() {
+                continue;
+            }
+            let pool = self.pools[p];
+            let candidates: Vec<u32> = (0..pool.types.len() as u32)
+                .filter(|&t| {
+                    self.limits[p].as_ref().is_none_or(|left| {
+                        let cap = &pool.types[t as usize].instance_type.capacity;
+                        left.iter().all(|(r, v)| cap.get(r) <= *v)
+                    })
+                })
+                .collect();
+            if candidates.is_empty() {
+                continue;
+            }
+            let mut requirements = pool.nodepool.requirements.clone();
+            requirements.add(NODEPOOL, Requirement::single(pool.nodepool.name.clone()));
+            let bin = Bin {
+                kind: BinKind::New { pool: p, types: candidates },
+                requirements,
+                used: Resources::default(),
+                headroom: (i64::MAX, i64::MAX),
+                classes: Vec::new(),
+                group_counts: BTreeMap::new(),
+                anti_groups: BTreeSet::new(),
+            };
+            self.bins.push(bin);
+            let b = self.bins.len() - 1;
+            match self.fit(b, ci, reqs, left) {
+                Some(fit) => {
+                    let copies = fit.copies;
+                    // Karpenter charges a NodePool's limits with the largest candidate type.
+                    if let Some(limits) = self.limits[p].as_mut() {
+                        for (r, v) in limits.iter_mut() {
+                            let largest = fit
+                                .types
+                                .iter()
+                                .filter_map(|&t| pool.types.get(t as usize))
+                                .map(|pt| pt.instance_type.capacity.get(r))
+                                .max()
+                                .unwrap_or(0);
+                            *v -= largest;
+                        }
+                    }
+                    self.commit(b, ci, fit);
+                    return Some(copies);
+                }
+                None => {
+                    self.bins.pop();
+                }
+            }
+        }
+        None
+    }
+
+    fn finish(self) -> SolverOutput {
+        let mut out = SolverOutput {
+            failures: self.failures.clone(),
+            ..Default::default()
+        };
+        let mut bound = [0.0f64; 2];
+        let mut ordinals: BTreeMap<u64, u32> = BTreeMap::new();
+        let mut order: BTreeMap<ClassId, u32> = BTreeMap::new();
+        for bin in &self.bins {
+            if bin.classes.is_empty() {
+                continue;
+            }
+            let target = match &bin.kind {
+                BinKind::Existing { node } => self.nodes[*node].node.name.clone(),
+                BinKind::New { pool, types } => {
+                    let l = launch::launch(self.pools[*pool], types, &bin.requirements, &bin.classes, &self.classes, &mut ordinals);
+                    let name = l.name.clone();
+                    out.launches.push(l);
+                    name
+                }
+            };
+            for &(ci, count) in &bin.classes {
+                let id = self.classes[ci].id;
+                if matches!(bin.kind, BinKind::New { .. }) {
+                    let c = &self.classes[ci];
+                    let req = &c.class.scheduling.requests;
+                    for (r, (need, cost)) in [(req.cpu, c.compat.unit_cost[0]), (req.memory, c.compat.unit_cost[1])]
+                        .into_iter()
+                        .enumerate()
+                    {
+                        if cost.get() < f64::MAX {
+                            bound[r] += count as f64 * need as f64 * cost.get();
+                        }
+                    }
+                }
+                let o = order.entry(id).or_insert(0);
+                out.placements.push(Placement {
+                    class: id,
+                    target: target.clone(),
+                    order: *o,
+                    count,
+                });
+                *o += 1;
+            }
+        }
+        out.lower_bound = dovetail_dataflow::model::Price(bound[0].max(bound[1]).floor() as i64);
+        out
+    }
+}
+
+struct Fit {
+    copies: i64,
+    types: Vec<u32>,
+    requirements: Option<Requirements>,
+}

@@ -1,0 +1,78 @@
+//! The intermediate collections the standing queries pass to each other.
+
+use dovetail_dataflow::model::{InstanceType, Node, NodePool, PodScheduling, Requirements, Resources};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Pods that the scheduler cannot tell apart: same namespace, labels and scheduling spec.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct PodClass {
+    pub namespace: String,
+    pub labels: BTreeMap<String, String>,
+    pub scheduling: PodScheduling,
+}
+
+/// A class id: the stable hash of the class.
+pub type ClassId = u64;
+
+/// A class with its pending pods (`ns/name`, sorted).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ClassMembers {
+    pub class: PodClass,
+    pub members: Vec<String>,
+}
+
+/// One instance type as a NodePool offers it: allocatable net of the DaemonSet overhead that
+/// NodePool's nodes carry.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct PoolType {
+    pub instance_type: InstanceType,
+    /// Allocatable minus DaemonSet overhead: what pending pods may use.
+    pub available: Resources,
+}
+
+/// A NodePool with everything it can launch, cheapest first.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct PoolTypes {
+    pub nodepool: NodePool,
+    pub types: Vec<PoolType>,
+    /// Why the NodePool cannot launch anything (e.g. its EC2NodeClass is missing).
+    pub not_ready: Option<String>,
+}
+
+/// An f64 that orders (non-negative values only), for costs inside collections.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct UnitCost(pub u64);
+
+impl UnitCost {
+    pub fn new(v: f64) -> UnitCost {
+        UnitCost(v.max(0.0).to_bits())
+    }
+    pub fn get(self) -> f64 {
+        f64::from_bits(self.0)
+    }
+}
+
+/// Where a class may go: the requirements it is scheduled with (after relaxing preferences it
+/// cannot meet), and per NodePool the indices of the compatible types in `PoolTypes::types`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Compatibility {
+    pub requirements: Requirements,
+    /// Which relaxation level was used (0 = every preference honoured).
+    pub relaxation: u32,
+    pub pools: Vec<(String, Vec<u32>)>,
+    /// Why each incompatible NodePool was rejected (at the strictest level).
+    pub rejections: Vec<(String, String)>,
+    /// Cheapest price per milli-unit of CPU and of memory among compatible types (for the lower
+    /// bound).
+    pub unit_cost: [UnitCost; 2],
+}
+
+/// An existing Node or in-flight NodeClaim with what its bound pods already use.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct NodeState {
+    pub node: Node,
+    pub used: Resources,
+    /// Bound pods by (namespace, labels), with counts: enough for topology and affinity counts.
+    pub pods: Vec<(String, BTreeMap<String, String>, i64)>,
+}
