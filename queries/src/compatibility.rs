@@ -66,8 +66,9 @@ pub fn relaxation_levels(class: &PodClass) -> Vec<Requirements> {
 pub struct PoolFit {
     pub pool: String,
     pub levels: Vec<Result<Vec<u32>, String>>,
-    /// Cheapest price per milli-unit of CPU and memory among compatible types, per level.
-    pub unit_costs: Vec<[UnitCost; 2]>,
+    /// Per level, per requested resource: the cheapest price per milli-unit among compatible
+    /// types.
+    pub unit_costs: Vec<Vec<(String, UnitCost)>>,
 }
 
 pub fn pool_fit(class: &PodClass, pool: &PoolTypes) -> PoolFit {
@@ -76,7 +77,11 @@ pub fn pool_fit(class: &PodClass, pool: &PoolTypes) -> PoolFit {
     let mut costs = Vec::with_capacity(levels.len());
     let s = &class.scheduling;
     for reqs in &levels {
-        let mut cost = [UnitCost::new(f64::MAX), UnitCost::new(f64::MAX)];
+        let mut cost: Vec<(String, UnitCost)> = s
+            .requests
+            .iter()
+            .map(|(r, _)| (r.to_string(), UnitCost::new(f64::MAX)))
+            .collect();
         let result = (|| {
             if let Some(r) = &pool.not_ready {
                 return Err(r.clone());
@@ -110,11 +115,11 @@ pub fn pool_fit(class: &PodClass, pool: &PoolTypes) -> PoolFit {
                     continue;
                 }
                 let price = o.price.0 as f64;
-                if pt.available.cpu > 0 {
-                    cost[0] = cost[0].min(UnitCost::new(price / pt.available.cpu as f64));
-                }
-                if pt.available.memory > 0 {
-                    cost[1] = cost[1].min(UnitCost::new(price / pt.available.memory as f64));
+                for (r, c) in cost.iter_mut() {
+                    let have = pt.available.get(r);
+                    if have > 0 {
+                        *c = (*c).min(UnitCost::new(price / have as f64));
+                    }
                 }
                 fits.push(i as u32);
             }
@@ -153,14 +158,18 @@ pub fn choose(class: &PodClass, fits: &[&PoolFit]) -> Compatibility {
         .unwrap_or(0);
     let mut pools = Vec::new();
     let mut rejections = Vec::new();
-    let mut unit_cost = [UnitCost::new(f64::MAX), UnitCost::new(f64::MAX)];
+    let mut unit_cost: Vec<(String, UnitCost)> = Vec::new();
     for f in fits {
         match f.levels.get(chosen) {
             Some(Ok(types)) => {
                 pools.push((f.pool.clone(), types.clone()));
-                if let Some(c) = f.unit_costs.get(chosen) {
-                    unit_cost[0] = unit_cost[0].min(c[0]);
-                    unit_cost[1] = unit_cost[1].min(c[1]);
+                if let Some(costs) = f.unit_costs.get(chosen) {
+                    for (r, c) in costs {
+                        match unit_cost.iter_mut().find(|(name, _)| name == r) {
+                            Some((_, best)) => *best = (*best).min(*c),
+                            None => unit_cost.push((r.clone(), *c)),
+                        }
+                    }
                 }
             }
             Some(Err(reason)) => rejections.push((f.pool.clone(), reason.clone())),

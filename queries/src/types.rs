@@ -63,9 +63,9 @@ pub struct Compatibility {
     pub pools: Vec<(String, Vec<u32>)>,
     /// Why each incompatible NodePool was rejected (at the strictest level).
     pub rejections: Vec<(String, String)>,
-    /// Cheapest price per milli-unit of CPU and of memory among compatible types (for the lower
-    /// bound).
-    pub unit_cost: [UnitCost; 2],
+    /// Per requested resource, the cheapest price per milli-unit among compatible types (for
+    /// the lower bound).
+    pub unit_cost: Vec<(String, UnitCost)>,
 }
 
 /// An existing Node or in-flight NodeClaim with what its bound pods already use.

@@ -52,10 +52,11 @@ pub struct SolverOutput {
     pub launches: Vec<Launch>,
     pub placements: Vec<Placement>,
     pub failures: Vec<Failure>,
-    /// A lower bound on the price per hour of the new capacity: for CPU and for memory
-    /// separately, every copy placed on a new NodeClaim pays its share of the cheapest price per
-    /// unit among its compatible types; the larger of the two sums. No packing of those pods
-    /// onto new capacity can cost less (the LP relaxation of one resource at a time).
+    /// A lower bound on the price per hour of the new capacity: for each resource separately
+    /// (CPU, memory, pod slots, GPUs, ...), every copy placed on a new NodeClaim pays its share
+    /// of the cheapest price per unit of that resource among its compatible types; the largest
+    /// of these sums. No packing of those pods onto new capacity can cost less (each sum is the
+    /// optimum of the LP relaxation for that one resource).
     pub lower_bound: dovetail_dataflow::model::Price,
 }
 
@@ -485,7 +486,7 @@ impl<'a> Solver<'a> {
             if req.cpu > bin.headroom.0 || req.memory > bin.headroom.1 {
                 continue;
             }
-            if let Some(fit) = self.fit(b, ci, reqs, left) {
+            if let Some(fit) = self.fit(b, ci, reqs, left, false) {
                 left -= fit.copies;
                 self.commit(b, ci, fit);
             }
@@ -535,7 +536,11 @@ impl<'a> Solver<'a> {
         cap.max(0)
     }
 
-    fn fit(&self, b: usize, ci: usize, reqs: &Requirements, left: i64) -> Option<Fit> {
+    /// How many copies of the class bin `b` takes and what it becomes. A bin being opened
+    /// (`opening`) takes the number of copies with the lowest price per copy rather than the
+    /// most copies the largest type could hold: FFD's habit of filling the first NodeClaim to
+    /// the largest type can cost more than two smaller NodeClaims.
+    fn fit(&self, b: usize, ci: usize, reqs: &Requirements, left: i64, opening: bool) -> Option<Fit> {
         let bin = &self.bins[b];
         let cap = self.node_topology_cap(bin, ci, left);
         if cap == 0 {
@@ -564,7 +569,7 @@ impl<'a> Solver<'a> {
                 let bits = self.compat_bits[ci][*pool].as_ref()?;
                 bin.requirements.intersects(reqs).ok()?;
                 let merged = bin.requirements.intersection(reqs);
-                self.best_types(*pool, types, bits, &merged, &bin.used, req, cap)
+                self.best_types(*pool, types, bits, &merged, &bin.used, req, cap, opening)
                     .map(|(copies, types)| Fit {
                         copies,
                         types,
@@ -586,6 +591,7 @@ impl<'a> Solver<'a> {
         used: &Resources,
         req: &Resources,
         cap: i64,
+        opening: bool,
     ) -> Option<(i64, Vec<u32>)> {
         let pt = &self.pools[pool].types;
         let mut fits: Vec<(u32, i64)> = Vec::new();
@@ -606,13 +612,32 @@ impl<'a> Solver<'a> {
         let mut levels: Vec<i64> = fits.iter().map(|(_, k)| *k).collect();
         levels.sort_unstable_by(|a, b| b.cmp(a));
         levels.dedup();
+        // (price per hour, copies, types) of the best level so far.
+        let mut best: Option<(i64, i64, Vec<u32>)> = None;
         for k in levels {
             let chosen: Vec<u32> = fits.iter().filter(|(_, kt)| *kt >= k).map(|(t, _)| *t).collect();
-            if self.min_values_met(pool, &chosen, merged) {
+            if !self.min_values_met(pool, &chosen, merged) {
+                continue;
+            }
+            if !opening {
                 return Some((k, chosen));
             }
+            let price = chosen
+                .iter()
+                .filter_map(|&t| pt.get(t as usize)?.instance_type.cheapest_offering(merged))
+                .map(|o| o.price.0)
+                .min()
+                .unwrap_or(i64::MAX);
+            // Lower price per copy wins; ties keep more copies (levels go from most copies down).
+            let better = match &best {
+                None => true,
+                Some((bp, bk, _)) => (price as i128) * (*bk as i128) < (*bp as i128) * (k as i128),
+            };
+            if better {
+                best = Some((price, k, chosen));
+            }
         }
-        None
+        best.map(|(_, k, types)| (k, types))
     }
 
     fn min_values_met(&self, pool: usize, types: &[u32], merged: &Requirements) -> bool {
@@ -740,7 +765,7 @@ impl<'a> Solver<'a> {
             };
             self.bins.push(bin);
             let b = self.bins.len() - 1;
-            match self.fit(b, ci, reqs, left) {
+            match self.fit(b, ci, reqs, left, true) {
                 Some(fit) => {
                     let copies = fit.copies;
                     // Karpenter charges a NodePool's limits with the largest candidate type.
@@ -772,7 +797,7 @@ impl<'a> Solver<'a> {
             failures: self.failures.clone(),
             ..Default::default()
         };
-        let mut bound = [0.0f64; 2];
+        let mut bound: BTreeMap<String, f64> = BTreeMap::new();
         let mut ordinals: BTreeMap<u64, u32> = BTreeMap::new();
         let mut order: BTreeMap<ClassId, u32> = BTreeMap::new();
         for bin in &self.bins {
@@ -792,13 +817,10 @@ impl<'a> Solver<'a> {
                 let id = self.classes[ci].id;
                 if matches!(bin.kind, BinKind::New { .. }) {
                     let c = &self.classes[ci];
-                    let req = &c.class.scheduling.requests;
-                    for (r, (need, cost)) in [(req.cpu, c.compat.unit_cost[0]), (req.memory, c.compat.unit_cost[1])]
-                        .into_iter()
-                        .enumerate()
-                    {
+                    for (r, cost) in &c.compat.unit_cost {
                         if cost.get() < f64::MAX {
-                            bound[r] += count as f64 * need as f64 * cost.get();
+                            let need = c.class.scheduling.requests.get(r) as f64;
+                            *bound.entry(r.clone()).or_insert(0.0) += count as f64 * need * cost.get();
                         }
                     }
                 }
@@ -812,7 +834,7 @@ impl<'a> Solver<'a> {
                 *o += 1;
             }
         }
-        out.lower_bound = dovetail_dataflow::model::Price(bound[0].max(bound[1]).floor() as i64);
+        out.lower_bound = dovetail_dataflow::model::Price(bound.values().fold(0.0f64, |a, b| a.max(*b)).floor() as i64);
         out
     }
 }
