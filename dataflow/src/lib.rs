@@ -1,0 +1,8 @@
+//! dovetail's domain model, embedded EC2 catalogue, and the timely engine harness.
+
+pub mod catalog;
+pub mod decisions;
+pub mod engine;
+pub mod facts;
+pub mod model;
+pub mod stable_hash;

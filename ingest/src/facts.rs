@@ -1,0 +1,36 @@
+//! Turns loaded manifests into engine facts, resolving each EC2NodeClass's instance types from
+//! the embedded catalogue of the region.
+
+use crate::Manifests;
+use dovetail_dataflow::catalog::{embedded, CatalogError, ResolveOptions};
+use dovetail_dataflow::facts::Fact;
+
+/// Everything the manifests say, as facts, with instance types for every EC2NodeClass.
+pub fn manifest_facts(m: &Manifests, region: &str) -> Result<Vec<Fact>, CatalogError> {
+    let catalog = embedded(region)?;
+    let mut facts = Vec::new();
+    for c in &m.nodeclasses {
+        let opts = ResolveOptions {
+            kubelet: c.kubelet.clone(),
+            enclaves_required: c.enclaves_enabled,
+            zones: (!c.status.subnet_zones.is_empty()).then(|| c.status.subnet_zones.clone()),
+            ephemeral_storage_gib: c
+                .root_volume_gib
+                .unwrap_or(ResolveOptions::default().ephemeral_storage_gib),
+        };
+        for it in catalog.instance_types(&opts) {
+            facts.push(Fact::InstanceType {
+                node_class: c.name.clone(),
+                instance_type: it,
+            });
+        }
+        facts.push(Fact::NodeClass(c.clone()));
+    }
+    facts.extend(m.pods.iter().cloned().map(Fact::Pod));
+    facts.extend(m.nodes.iter().cloned().map(Fact::Node));
+    facts.extend(m.nodepools.iter().cloned().map(Fact::NodePool));
+    facts.extend(m.overlays.iter().cloned().map(Fact::Overlay));
+    facts.extend(m.daemonsets.iter().cloned().map(Fact::DaemonSet));
+    facts.extend(m.pdbs.iter().cloned().map(Fact::Pdb));
+    Ok(facts)
+}

@@ -1,0 +1,158 @@
+//! Nodes and Karpenter NodeClaims: existing capacity, and capacity on its way.
+
+use crate::error::FieldResult;
+use crate::fields::At;
+use crate::meta::meta;
+use crate::resources::to_resources;
+use crate::selectors::requirement_list;
+use crate::taints::taints;
+use dovetail_dataflow::model::{Node, Operator};
+use std::collections::BTreeMap;
+
+/// Reads a `v1` Node. Allocatable falls back to capacity, which is what a node reports before
+/// the kubelet subtracts its reservations.
+pub(crate) fn node(root: &At) -> FieldResult<Node> {
+    let m = meta(root)?;
+    let spec = root.obj("spec")?;
+    let (taint_list, unschedulable, provider_id) = match &spec {
+        Some(s) => (
+            taints(s, "taints")?,
+            s.bool("unschedulable")?.unwrap_or(false),
+            s.str("providerID")?.filter(|p| !p.is_empty()),
+        ),
+        None => (Vec::new(), false, None),
+    };
+    let allocatable = match root.obj("status")? {
+        Some(status) => {
+            let alloc = status.quantity_map("allocatable")?;
+            if alloc.is_empty() {
+                status.quantity_map("capacity")?
+            } else {
+                alloc
+            }
+        }
+        None => Default::default(),
+    };
+    Ok(Node {
+        name: m.name,
+        nodeclaim: None,
+        labels: m.labels,
+        annotations: m.annotations,
+        taints: taint_list,
+        allocatable: to_resources(&allocatable),
+        in_flight: false,
+        unschedulable: unschedulable || m.deleting,
+        provider_id,
+        created_ms: m.created_ms,
+    })
+}
+
+/// A `karpenter.sh/v1` NodeClaim, read.
+#[derive(Debug, Clone)]
+pub(crate) struct Claim {
+    pub name: String,
+    /// `status.nodeName`, once the node registered.
+    pub node_name: Option<String>,
+    pub provider_id: Option<String>,
+    pub annotations: BTreeMap<String, String>,
+    /// The claim as an in-flight node; `None` when it reports no capacity yet (not launched).
+    pub node: Option<Node>,
+}
+
+/// Reads a NodeClaim. The in-flight node takes the claim's labels plus every requirement that
+/// pins a single value (`In [x]`), since those become the node's labels when it registers.
+/// Startup taints are left out: they do not block scheduling.
+pub(crate) fn nodeclaim(root: &At) -> FieldResult<Claim> {
+    let m = meta(root)?;
+    let spec = root.req_obj("spec")?;
+    let mut labels = m.labels.clone();
+    for (key, req) in requirement_list(&spec, "requirements", true)?.0 {
+        if req.operator() == Operator::In && req.values.len() == 1 {
+            if let Some(v) = req.values.into_iter().next() {
+                labels.entry(key).or_insert(v);
+            }
+        }
+    }
+    let status = root.obj("status")?;
+    let (node_name, provider_id, allocatable) = match &status {
+        Some(s) => {
+            let alloc = s.quantity_map("allocatable")?;
+            let alloc = if alloc.is_empty() {
+                s.quantity_map("capacity")?
+            } else {
+                alloc
+            };
+            (
+                s.str("nodeName")?.filter(|n| !n.is_empty()),
+                s.str("providerID")?.filter(|p| !p.is_empty()),
+                alloc,
+            )
+        }
+        None => (None, None, Default::default()),
+    };
+    let node = (!allocatable.is_empty()).then(|| Node {
+        name: node_name.clone().unwrap_or_else(|| m.name.clone()),
+        nodeclaim: Some(m.name.clone()),
+        labels,
+        annotations: m.annotations.clone(),
+        taints: Vec::new(),
+        allocatable: to_resources(&allocatable),
+        in_flight: true,
+        unschedulable: m.deleting,
+        provider_id: provider_id.clone(),
+        created_ms: m.created_ms,
+    });
+    let node = match node {
+        Some(mut n) => {
+            n.taints = taints(&spec, "taints")?;
+            Some(n)
+        }
+        None => None,
+    };
+    Ok(Claim {
+        name: m.name,
+        node_name,
+        provider_id,
+        annotations: m.annotations,
+        node,
+    })
+}
+
+/// Matches claims to nodes. A claim whose node is in the input only names itself on that node
+/// (and adds its annotations, the node's own winning); the others become in-flight nodes,
+/// appended after the real ones. Returns notes about claims that could not be used.
+pub(crate) fn attach_claims(nodes: &mut Vec<Node>, claims: Vec<Claim>) -> Vec<String> {
+    let mut notes = Vec::new();
+    let mut in_flight = Vec::new();
+    let mut by_name = BTreeMap::new();
+    let mut by_provider = BTreeMap::new();
+    for (i, n) in nodes.iter().enumerate() {
+        by_name.entry(n.name.clone()).or_insert(i);
+        if let Some(p) = &n.provider_id {
+            by_provider.entry(p.clone()).or_insert(i);
+        }
+    }
+    for claim in claims {
+        let index = claim
+            .node_name
+            .as_ref()
+            .and_then(|n| by_name.get(n))
+            .or_else(|| claim.provider_id.as_ref().and_then(|p| by_provider.get(p)));
+        let found = index.and_then(|i| nodes.get_mut(*i));
+        match (found, claim.node) {
+            (Some(node), _) => {
+                node.nodeclaim = Some(claim.name.clone());
+                for (k, v) in claim.annotations {
+                    node.annotations.entry(k).or_insert(v);
+                }
+            }
+            (None, Some(node)) => in_flight.push(node),
+            (None, None) => notes.push(format!(
+                "NodeClaim {}: skipped (no status.allocatable or status.capacity yet, so its size is not known)",
+                claim.name
+            )),
+        }
+    }
+    nodes.extend(in_flight);
+    notes
+}

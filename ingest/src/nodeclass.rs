@@ -1,0 +1,178 @@
+//! `karpenter.k8s.aws/v1` EC2NodeClasses: the kubelet settings that change allocatable, the
+//! root volume, and the resolved subnets, security groups and AMIs.
+
+use crate::error::FieldResult;
+use crate::fields::At;
+use crate::meta::meta;
+use dovetail_dataflow::model::{EC2NodeClass, KubeletConfig, Milli, NodeClassStatus, Threshold};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+
+/// Milli-units in one GiB.
+const GIB_MILLI: i128 = 1024 * 1024 * 1024 * 1000;
+
+/// Reads an EC2NodeClass.
+pub(crate) fn nodeclass(root: &At) -> FieldResult<EC2NodeClass> {
+    let m = meta(root)?;
+    let spec = root.obj("spec")?;
+    let (kubelet, enclaves_enabled, root_volume_gib) = match &spec {
+        Some(s) => (
+            kubelet(s)?,
+            match s.obj("enclaveOptions")? {
+                Some(e) => e.bool("enabled")?.unwrap_or(false),
+                None => false,
+            },
+            root_volume_gib(s)?,
+        ),
+        None => (KubeletConfig::default(), false, None),
+    };
+    let spec_json = canonical(spec.map(|s| s.value()).unwrap_or(&Value::Null)).to_string();
+    Ok(EC2NodeClass {
+        name: m.name,
+        kubelet,
+        enclaves_enabled,
+        root_volume_gib,
+        status: status(root)?,
+        spec_json,
+    })
+}
+
+fn kubelet(spec: &At) -> FieldResult<KubeletConfig> {
+    let Some(k) = spec.obj("kubelet")? else {
+        return Ok(KubeletConfig::default());
+    };
+    Ok(KubeletConfig {
+        max_pods: k.i64("maxPods")?,
+        pods_per_core: k.i64("podsPerCore")?,
+        kube_reserved: k.quantity_map("kubeReserved")?,
+        system_reserved: k.quantity_map("systemReserved")?,
+        eviction_hard: thresholds(&k, "evictionHard")?,
+        eviction_soft: thresholds(&k, "evictionSoft")?,
+    })
+}
+
+/// Eviction thresholds: `"100Mi"` or `"10%"` (`"2.5%"` allowed, to hundredths of a percent).
+fn thresholds(k: &At, key: &str) -> FieldResult<BTreeMap<String, Threshold>> {
+    let mut out = BTreeMap::new();
+    for (signal, v) in k.entries(key)? {
+        let text = v.as_string()?;
+        let threshold = match text.trim().strip_suffix('%') {
+            Some(pct) => {
+                Threshold::PercentHundredths(percent_hundredths(pct).ok_or_else(|| {
+                    v.err(format!(
+                        "{text:?} is not a percentage between 0% and 100% (at most two decimals)"
+                    ))
+                })?)
+            }
+            None => Threshold::Quantity(v.as_quantity()?),
+        };
+        out.insert(signal, threshold);
+    }
+    Ok(out)
+}
+
+/// `"10"` -> 1000, `"2.5"` -> 250. Exact decimal arithmetic: no float rounding.
+fn percent_hundredths(text: &str) -> Option<i64> {
+    let (int, frac) = text.split_once('.').unwrap_or((text, ""));
+    if int.is_empty() && frac.is_empty() {
+        return None;
+    }
+    let digits_ok = |s: &str| s.chars().all(|c| c.is_ascii_digit());
+    if !digits_ok(int) || !digits_ok(frac) || frac.len() > 2 || int.len() > 3 {
+        return None;
+    }
+    let whole: i64 = if int.is_empty() { 0 } else { int.parse().ok()? };
+    let mut hundredths: i64 = 0;
+    for (i, c) in frac.chars().enumerate() {
+        let d = i64::from(c.to_digit(10)?);
+        hundredths += if i == 0 { d * 10 } else { d };
+    }
+    let value = whole * 100 + hundredths;
+    (value <= 10_000).then_some(value)
+}
+
+/// The root volume's size: the mapping marked `rootVolume: true`, else the first one.
+fn root_volume_gib(spec: &At) -> FieldResult<Option<i64>> {
+    let mappings = spec.list("blockDeviceMappings")?;
+    let mut chosen = None;
+    for bdm in &mappings {
+        if bdm.bool("rootVolume")? == Some(true) {
+            chosen = Some(bdm);
+            break;
+        }
+    }
+    let Some(bdm) = chosen.or(mappings.first()) else {
+        return Ok(None);
+    };
+    let Some(ebs) = bdm.obj("ebs")? else {
+        return Ok(None);
+    };
+    let Some(size) = ebs.get("volumeSize")? else {
+        return Ok(None);
+    };
+    let milli: Milli = size.as_quantity()?;
+    // Whole GiB, rounded up: EBS sizes are whole GiB, and "100G" needs 94 GiB of them (93.13).
+    let gib = (i128::from(milli) + GIB_MILLI - 1) / GIB_MILLI;
+    Ok(Some(gib as i64))
+}
+
+fn status(root: &At) -> FieldResult<NodeClassStatus> {
+    let mut out = NodeClassStatus::default();
+    let Some(s) = root.obj("status")? else {
+        return Ok(out);
+    };
+    for subnet in s.list("subnets")? {
+        if let Some(zone) = subnet.str("zone")? {
+            out.subnet_zones.insert(zone);
+        }
+        if let Some(id) = subnet.str("id")? {
+            out.subnet_ids.insert(id);
+        }
+    }
+    for sg in s.list("securityGroups")? {
+        if let Some(id) = sg.str("id")? {
+            out.security_group_ids.insert(id);
+        }
+    }
+    for ami in s.list("amis")? {
+        if let Some(id) = ami.str("id")? {
+            out.ami_ids.insert(id);
+        }
+    }
+    Ok(out)
+}
+
+/// `value` with every object's keys sorted, so the JSON text is the same however the manifest
+/// ordered them (and whichever map type serde_json was built with).
+fn canonical(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            let mut out = Map::new();
+            for (k, v) in entries {
+                out.insert(k.clone(), canonical(v));
+            }
+            Value::Object(out)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(canonical).collect()),
+        other => other.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentages_are_exact() {
+        assert_eq!(percent_hundredths("10"), Some(1000));
+        assert_eq!(percent_hundredths("2.5"), Some(250));
+        assert_eq!(percent_hundredths("0.05"), Some(5));
+        assert_eq!(percent_hundredths("100"), Some(10_000));
+        assert_eq!(percent_hundredths("101"), None);
+        assert_eq!(percent_hundredths("1.234"), None);
+        assert_eq!(percent_hundredths("x"), None);
+        assert_eq!(percent_hundredths(""), None);
+    }
+}
