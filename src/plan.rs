@@ -58,7 +58,8 @@ fn dollars(micros: i64) -> f64 {
 pub fn plan(paths: &[PathBuf], region: &str, workers: usize) -> Result<PlanOutput> {
     let manifests = dovetail_ingest::load_paths(paths)?;
     let facts = dovetail_ingest::facts::manifest_facts(&manifests, region)?;
-    let mut engine = Engine::start(workers, dovetail_queries::provisioning).context("starting the engine")?;
+    let mut engine =
+        Engine::start(workers, dovetail_queries::provisioning).context("starting the engine")?;
     engine.advance(1, facts.into_iter().map(|f| (f, 1)).collect())?;
     Ok(assemble(engine.decisions(), manifests.notes))
 }
@@ -73,13 +74,18 @@ pub fn assemble(decisions: Vec<Decision>, notes: Vec<String>) -> PlanOutput {
         match d {
             Decision::Launch(l) => launches.push(l),
             Decision::Binding { pod, target } => bindings.push(BindingOut { pod, node: target }),
-            Decision::Unschedulable { pod, reason } => unschedulable.push(UnschedulableOut { pod, reason }),
+            Decision::Unschedulable { pod, reason } => {
+                unschedulable.push(UnschedulableOut { pod, reason })
+            }
             Decision::LowerBound(p) => lower_bound += p.0,
         }
     }
     let mut pods_of: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for b in &bindings {
-        pods_of.entry(b.node.as_str()).or_default().push(b.pod.clone());
+        pods_of
+            .entry(b.node.as_str())
+            .or_default()
+            .push(b.pod.clone());
     }
     let launches: Vec<LaunchOut> = launches
         .into_iter()

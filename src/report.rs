@@ -21,7 +21,13 @@ pub fn table(p: &PlanOutput) -> String {
     if !p.launches.is_empty() {
         let _ = writeln!(s, "\nLAUNCH                     NODEPOOL      $/H      PODS  ZONES                      CAPACITY          INSTANCE TYPES (cheapest first)");
         for l in &p.launches {
-            let mut types = l.instance_types.iter().take(4).cloned().collect::<Vec<_>>().join(",");
+            let mut types = l
+                .instance_types
+                .iter()
+                .take(4)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(",");
             if l.instance_types.len() > 4 {
                 let _ = write!(types, ",… ({} in all)", l.instance_types.len());
             }

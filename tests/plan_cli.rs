@@ -45,7 +45,10 @@ fn plans_the_example_cluster() {
         assert!(!types.is_empty() && types.len() <= 60);
         assert!(l["price_per_hour"].as_f64().unwrap_or(0.0) > 0.0);
         assert!(!l["zones"].as_array().expect("zones").is_empty());
-        assert!(!l["capacity_types"].as_array().expect("capacity types").is_empty());
+        assert!(!l["capacity_types"]
+            .as_array()
+            .expect("capacity types")
+            .is_empty());
         pods_in_launches += l["pods"].as_array().expect("pods").len();
     }
     assert_eq!(pods_in_launches, 11);
@@ -68,27 +71,50 @@ fn plans_the_example_cluster() {
             .filter(|p| p.as_str().is_some_and(|p| p.starts_with("shop/web-")))
             .count();
         if webs > 0 {
-            assert_eq!(zones.len(), 1, "a launch holding spread pods is pinned to one zone");
-            *per_zone.entry(zones[0].as_str().unwrap_or_default().to_string()).or_insert(0) += webs;
+            assert_eq!(
+                zones.len(),
+                1,
+                "a launch holding spread pods is pinned to one zone"
+            );
+            *per_zone
+                .entry(zones[0].as_str().unwrap_or_default().to_string())
+                .or_insert(0) += webs;
         }
     }
     assert_eq!(per_zone.len(), 3, "{per_zone:?}");
     assert!(per_zone.values().all(|n| *n == 2), "{per_zone:?}");
 
     // The summary adds up.
-    let sum: f64 = launches.iter().map(|l| l["price_per_hour"].as_f64().unwrap_or(0.0)).sum();
+    let sum: f64 = launches
+        .iter()
+        .map(|l| l["price_per_hour"].as_f64().unwrap_or(0.0))
+        .sum();
     let cost = plan["summary"]["cost_per_hour"].as_f64().expect("cost");
     assert!((sum - cost).abs() < 1e-6);
-    let bound = plan["summary"]["lower_bound_per_hour"].as_f64().expect("bound");
-    assert!(bound > 0.0 && bound <= cost + 1e-9, "bound {bound} cost {cost}");
+    let bound = plan["summary"]["lower_bound_per_hour"]
+        .as_f64()
+        .expect("bound");
+    assert!(
+        bound > 0.0 && bound <= cost + 1e-9,
+        "bound {bound} cost {cost}"
+    );
     assert_eq!(plan["summary"]["pods_pending"], 12);
-    assert_eq!(plan["summary"]["launches"].as_u64(), Some(launches.len() as u64));
+    assert_eq!(
+        plan["summary"]["launches"].as_u64(),
+        Some(launches.len() as u64)
+    );
 }
 
 #[test]
 fn same_input_same_plan() {
     let a = plan_json(&["-f", "examples/cluster"]);
-    let b = plan_json(&["-f", "examples/cluster/workloads.yaml", "examples/cluster/nodepools.yaml", "-w", "2"]);
+    let b = plan_json(&[
+        "-f",
+        "examples/cluster/workloads.yaml",
+        "examples/cluster/nodepools.yaml",
+        "-w",
+        "2",
+    ]);
     assert_eq!(a["launches"], b["launches"]);
     assert_eq!(a["bindings"], b["bindings"]);
 }
@@ -98,7 +124,12 @@ fn malformed_manifest_is_a_clear_error() {
     let out = dovetail(&["plan", "-f", "tests/fixtures/bad-quantity.yaml"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    for part in ["bad-quantity.yaml", "document 2", "default/broken", "spec.containers[0].resources.requests.cpu"] {
+    for part in [
+        "bad-quantity.yaml",
+        "document 2",
+        "default/broken",
+        "spec.containers[0].resources.requests.cpu",
+    ] {
         assert!(err.contains(part), "error should name {part}: {err}");
     }
     assert!(!err.contains("panicked"), "{err}");
@@ -109,7 +140,10 @@ fn unknown_region_is_a_clear_error() {
     let out = dovetail(&["plan", "-f", "examples/cluster", "--region", "mars-north-1"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("mars-north-1") && err.contains("us-east-1"), "{err}");
+    assert!(
+        err.contains("mars-north-1") && err.contains("us-east-1"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -117,5 +151,10 @@ fn table_output_names_launches_and_reasons() {
     let out = dovetail(&["plan", "-f", "examples/cluster"]);
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("LAUNCH") && text.contains("UNSCHEDULABLE") && text.contains("legacy/mainframe"), "{text}");
+    assert!(
+        text.contains("LAUNCH")
+            && text.contains("UNSCHEDULABLE")
+            && text.contains("legacy/mainframe"),
+        "{text}"
+    );
 }

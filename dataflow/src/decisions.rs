@@ -37,8 +37,14 @@ pub struct Placement {
 pub enum Decision {
     Launch(Launch),
     /// A pending pod goes to a node or launch.
-    Binding { pod: String, target: String },
-    Unschedulable { pod: String, reason: String },
+    Binding {
+        pod: String,
+        target: String,
+    },
+    Unschedulable {
+        pod: String,
+        reason: String,
+    },
     /// The fractional lower bound on the cost per hour of the pending pods' new capacity.
     LowerBound(Price),
 }

@@ -29,7 +29,10 @@ pub enum EngineError {
 }
 
 enum Command {
-    Advance { to: Epoch, updates: Vec<(Fact, isize)> },
+    Advance {
+        to: Epoch,
+        updates: Vec<(Fact, isize)>,
+    },
 }
 
 enum Message {
@@ -39,7 +42,10 @@ enum Message {
 
 /// Builds the standing queries from the fact collection.
 pub trait QueryBuilder:
-    for<'s> Fn(VecCollection<'s, Epoch, Fact>) -> VecCollection<'s, Epoch, Decision> + Send + Sync + 'static
+    for<'s> Fn(VecCollection<'s, Epoch, Fact>) -> VecCollection<'s, Epoch, Decision>
+    + Send
+    + Sync
+    + 'static
 {
 }
 impl<F> QueryBuilder for F where

@@ -1,7 +1,9 @@
 //! Facts: what sources tell the engine. Each fact is inserted (+1) or retracted (−1) at an
 //! epoch; an update is a retraction of the old fact and an insertion of the new one.
 
-use crate::model::{DaemonSet, EC2NodeClass, InstanceType, Node, NodeOverlay, NodePool, Pod, PodDisruptionBudget};
+use crate::model::{
+    DaemonSet, EC2NodeClass, InstanceType, Node, NodeOverlay, NodePool, Pod, PodDisruptionBudget,
+};
 use serde::{Deserialize, Serialize};
 
 /// One input record of the engine.
@@ -14,7 +16,10 @@ pub enum Fact {
     /// An instance type as a given EC2NodeClass resolves it (its kubelet settings change
     /// allocatable; its subnets restrict zones). Price and availability changes are updates of
     /// this fact.
-    InstanceType { node_class: String, instance_type: InstanceType },
+    InstanceType {
+        node_class: String,
+        instance_type: InstanceType,
+    },
     Overlay(NodeOverlay),
     DaemonSet(DaemonSet),
     Pdb(PodDisruptionBudget),

@@ -8,7 +8,9 @@ use std::fmt;
 
 /// A price in millionths of a dollar (or of the region's currency) per hour. Integer so that
 /// prices can be compared, hashed and summed exactly inside the dataflow.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub struct Price(pub i64);
 
 impl Price {

@@ -15,7 +15,9 @@ pub mod taints;
 pub use instance_type::{InstanceType, Offering, Price};
 pub use kubelet::{KubeletConfig, Threshold};
 pub use node::{DaemonSet, Node, PodDisruptionBudget};
-pub use nodepool::{Budget, ConsolidationPolicy, Disruption, EC2NodeClass, NodeClassStatus, NodeOverlay, NodePool};
+pub use nodepool::{
+    Budget, ConsolidationPolicy, Disruption, EC2NodeClass, NodeClassStatus, NodeOverlay, NodePool,
+};
 pub use pod::{Pod, PodAffinityTerm, PodScheduling, TopologySpread, WhenUnsatisfiable};
 pub use quantity::{parse_quantity, Milli};
 pub use requirements::{Operator, Requirement, Requirements};

@@ -45,6 +45,3 @@ pub struct PodDisruptionBudget {
     pub min_available: Option<String>,
     pub max_unavailable: Option<String>,
 }
-
-
-

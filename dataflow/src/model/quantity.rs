@@ -73,7 +73,12 @@ pub fn parse_quantity(text: &str) -> Result<Milli, QuantityError> {
             }
             (exp, 0)
         }
-        other => return Err(QuantityError::UnknownSuffix(text.to_string(), other.to_string())),
+        other => {
+            return Err(QuantityError::UnknownSuffix(
+                text.to_string(),
+                other.to_string(),
+            ))
+        }
     };
     let overflow = || QuantityError::Overflow(text.to_string());
     let mut numerator = mantissa.checked_mul(1000).ok_or_else(overflow)?;
@@ -150,12 +155,21 @@ mod tests {
     #[test]
     fn rejects_garbage_with_a_reason() {
         assert_eq!(parse_quantity(""), Err(QuantityError::Empty));
-        assert!(matches!(parse_quantity("abc"), Err(QuantityError::Malformed(_))));
-        assert!(matches!(parse_quantity("1.2.3"), Err(QuantityError::Malformed(_))));
+        assert!(matches!(
+            parse_quantity("abc"),
+            Err(QuantityError::Malformed(_))
+        ));
+        assert!(matches!(
+            parse_quantity("1.2.3"),
+            Err(QuantityError::Malformed(_))
+        ));
         assert!(matches!(
             parse_quantity("5Xi"),
             Err(QuantityError::UnknownSuffix(_, _))
         ));
-        assert!(matches!(parse_quantity("9Ei"), Err(QuantityError::Overflow(_))));
+        assert!(matches!(
+            parse_quantity("9Ei"),
+            Err(QuantityError::Overflow(_))
+        ));
     }
 }

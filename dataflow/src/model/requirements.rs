@@ -305,8 +305,9 @@ impl Requirements {
                 continue;
             };
             if existing.intersection(incoming).is_empty() {
-                let excluding =
-                    |r: &Requirement| matches!(r.operator(), Operator::NotIn | Operator::DoesNotExist);
+                let excluding = |r: &Requirement| {
+                    matches!(r.operator(), Operator::NotIn | Operator::DoesNotExist)
+                };
                 if excluding(incoming) && excluding(existing) {
                     continue;
                 }
@@ -400,7 +401,10 @@ mod tests {
         assert_eq!(req(Operator::In, &["a"]).operator(), Operator::In);
         assert_eq!(req(Operator::NotIn, &["a"]).operator(), Operator::NotIn);
         assert_eq!(req(Operator::Exists, &[]).operator(), Operator::Exists);
-        assert_eq!(req(Operator::DoesNotExist, &[]).operator(), Operator::DoesNotExist);
+        assert_eq!(
+            req(Operator::DoesNotExist, &[]).operator(),
+            Operator::DoesNotExist
+        );
         assert_eq!(req(Operator::Gt, &["3"]).operator(), Operator::Exists);
     }
 
@@ -455,7 +459,14 @@ mod tests {
 
     fn arb_requirement() -> impl Strategy<Value = Requirement> {
         let vals = proptest::collection::btree_set(
-            prop_oneof![Just("1"), Just("2"), Just("3"), Just("5"), Just("8"), Just("a")],
+            prop_oneof![
+                Just("1"),
+                Just("2"),
+                Just("3"),
+                Just("5"),
+                Just("8"),
+                Just("a")
+            ],
             0..4,
         );
         (0..6u8, vals, 0..10i64).prop_map(|(op, vals, n)| {

@@ -99,7 +99,11 @@ impl Resources {
             memory: self.memory * n,
             pods: self.pods * n,
             ephemeral_storage: self.ephemeral_storage * n,
-            extended: self.extended.iter().map(|(k, v)| (k.clone(), v * n)).collect(),
+            extended: self
+                .extended
+                .iter()
+                .map(|(k, v)| (k.clone(), v * n))
+                .collect(),
         }
     }
 

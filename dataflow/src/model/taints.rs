@@ -125,7 +125,10 @@ mod tests {
             taint("soft", "", Effect::PreferNoSchedule),
             taint("hard", "", Effect::NoExecute),
         ];
-        assert_eq!(first_untolerated(&taints, &[]).map(|t| t.key.as_str()), Some("hard"));
+        assert_eq!(
+            first_untolerated(&taints, &[]).map(|t| t.key.as_str()),
+            Some("hard")
+        );
         let tols = vec![tol("hard", TolerationOperator::Exists, "", None)];
         assert!(first_untolerated(&taints, &tols).is_none());
     }

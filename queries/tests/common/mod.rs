@@ -161,3 +161,139 @@ spec:
 "#
     )
 }
+
+// ---------------------------------------------------------------------------------------------
+// Helpers for the scenario suites (scenarios_*.rs): expectations from the catalogue, and more
+// manifest builders.
+
+/// The zones of the default EC2NodeClass's subnets.
+pub const ZONES: [&str; 3] = ["us-east-1a", "us-east-1b", "us-east-1c"];
+
+/// Milli-units of `n` MiB of memory.
+pub const fn mib(n: i64) -> i64 {
+    n * 1024 * 1024 * 1000
+}
+
+/// The catalogue by instance-type name.
+pub fn catalogue_by_name() -> BTreeMap<String, InstanceType> {
+    catalogue().into_iter().map(|it| (it.name.clone(), it)).collect()
+}
+
+/// The single value of a label an instance type carries (`None` when absent or not single).
+pub fn label<'a>(it: &'a InstanceType, key: &str) -> Option<&'a str> {
+    let r = it.requirements.get(key)?;
+    if r.complement || r.values.len() != 1 {
+        return None;
+    }
+    r.values.iter().next().map(String::as_str)
+}
+
+/// The type's cheapest available offering price of `capacity_type` in the subnet zones `ZONES`.
+pub fn price_in(it: &InstanceType, capacity_type: &str, zones: &[&str]) -> Option<i64> {
+    it.offerings
+        .iter()
+        .filter(|o| o.available && o.capacity_type == capacity_type && zones.contains(&o.zone.as_str()))
+        .map(|o| o.price.0)
+        .min()
+}
+
+/// The type's cheapest on-demand price in the default subnet zones.
+pub fn od_price(it: &InstanceType) -> Option<i64> {
+    price_in(it, "on-demand", &ZONES)
+}
+
+/// True when the type's allocatable has room for `cpu_m` millicores, `mem_mib` MiB and `pods` pods.
+pub fn has_room(it: &InstanceType, cpu_m: i64, mem_mib: i64, pods: i64) -> bool {
+    let a = it.allocatable();
+    a.cpu >= cpu_m && a.memory >= mib(mem_mib) && a.pods >= pods * 1000
+}
+
+/// The lowest on-demand price (default zones) among catalogue types that `keep` admits.
+pub fn cheapest_od(keep: impl Fn(&InstanceType) -> bool) -> i64 {
+    catalogue()
+        .iter()
+        .filter(|it| keep(it))
+        .filter_map(od_price)
+        .min()
+        .expect("some catalogue type qualifies")
+}
+
+/// The launch by name (panics with the outcome when missing).
+pub fn launch<'a>(out: &'a Outcome, name: &str) -> &'a Launch {
+    out.launches
+        .iter()
+        .find(|l| l.name == name)
+        .unwrap_or_else(|| panic!("no launch {name}: {out:?}"))
+}
+
+/// The instance types a launch lists, resolved from the catalogue.
+pub fn launch_types(l: &Launch) -> Vec<InstanceType> {
+    let by_name = catalogue_by_name();
+    l.instance_types
+        .iter()
+        .map(|n| by_name.get(n).cloned().unwrap_or_else(|| panic!("{n} is not in the catalogue")))
+        .collect()
+}
+
+/// A pod manifest with arbitrary container YAML (`containers` and `initContainers` lines, each
+/// indented by 2 spaces) and extra spec YAML.
+pub fn pod_with(name: &str, labels: &str, extra_spec: &str, containers: &str) -> String {
+    format!(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  namespace: default
+  labels: {{{labels}}}
+spec:
+{extra_spec}
+{containers}
+---
+"#
+    )
+}
+
+/// `n` pending pods `{prefix}-{i}` of the same shape (one class).
+pub fn pods(n: usize, prefix: &str, cpu: &str, memory: &str, labels: &str, extra_spec: &str) -> String {
+    (0..n)
+        .map(|i| pod(&format!("{prefix}-{i}"), cpu, memory, labels, extra_spec))
+        .collect()
+}
+
+/// A DaemonSet whose pods request `cpu` and `memory` on every node.
+pub fn daemonset(name: &str, cpu: &str, memory: &str) -> String {
+    format!(
+        r#"
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: {name}
+  namespace: kube-system
+spec:
+  selector:
+    matchLabels: {{app: {name}}}
+  template:
+    metadata:
+      labels: {{app: {name}}}
+    spec:
+      containers:
+        - name: d
+          image: d
+          resources:
+            requests: {{cpu: "{cpu}", memory: "{memory}"}}
+---
+"#
+    )
+}
+
+/// Pods bound to each launch, by launch name.
+pub fn pods_per_launch(out: &Outcome) -> BTreeMap<String, Vec<String>> {
+    let mut m: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (pod, target) in &out.bindings {
+        if out.launches.iter().any(|l| &l.name == target) {
+            m.entry(target.clone()).or_default().push(pod.clone());
+        }
+    }
+    m
+}
