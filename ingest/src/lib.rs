@@ -25,6 +25,7 @@ mod resources;
 mod selectors;
 mod taints;
 mod time;
+pub mod trace;
 mod volumes;
 mod workloads;
 mod yaml;

@@ -1,0 +1,46 @@
+//! Workload traces for `dovetail replay`: a versioned JSON-lines format (documented in
+//! `docs/trace-format.md`), its reader and writer, and converters from the Alibaba cluster traces.
+//!
+//! A trace is a header line followed by one event per line, each stamped with milliseconds since
+//! the start of the trace:
+//!
+//! ```text
+//! {"dovetail_trace":1,"source":"example","time_unit":"ms"}
+//! {"t":0,"event":"pod_created","pod":{"apiVersion":"v1","kind":"Pod","metadata":{"name":"a"},"spec":{"containers":[{"name":"c"}]}}}
+//! {"t":1500,"event":"pod_deleted","namespace":"default","name":"a"}
+//! ```
+//!
+//! Embedded objects (pods, NodePools, EC2NodeClasses, ...) are Kubernetes manifests in JSON form
+//! and are read by the same loader as `dovetail plan -f` ([`crate::load_str`]), so a trace means
+//! exactly what the same manifests would mean in a file.
+//!
+//! - [`TraceReader`] reads a trace from any [`std::io::BufRead`] into [`TimedEvent`]s; a bad line is
+//!   a [`TraceError`] naming its line number, or with [`TraceReader::skip_bad`] is counted and
+//!   skipped.
+//! - [`TraceWriter`] writes [`RawEvent`]s (events whose objects are still JSON manifests).
+//! - [`convert_dlrm`] and [`convert_openb`] turn the Alibaba DLRM and openb GPU pod event CSVs
+//!   into traces, with [`ConvertOptions`] to replicate, time-compress, sample and cut them.
+
+mod convert;
+mod convert_dlrm;
+mod convert_openb;
+mod event;
+mod reader;
+mod resolve;
+mod writer;
+
+pub use convert::{ConvertError, ConvertOptions, ConvertStats};
+pub use convert_dlrm::{convert_dlrm, DLRM_SOURCE};
+pub use convert_openb::{convert_openb, OPENB_SOURCE};
+pub use event::{
+    AppliedObject, CapacityChange, CapacityType, InterruptKind, InterruptTarget, Interruption,
+    ObjectKind, ObjectRef, PodRef, PriceChange, RawEvent, TimedEvent, TraceEvent,
+};
+pub use reader::{read_trace, Trace, TraceError, TraceReader};
+pub use writer::{format_event_line, TraceHeader, TraceWriter};
+
+/// The trace format version this code reads and writes (the header's `dovetail_trace`).
+pub const TRACE_VERSION: u64 = 1;
+
+/// The only time unit of version 1 (the header's `time_unit`): `t` is in milliseconds.
+pub const TIME_UNIT: &str = "ms";
