@@ -125,7 +125,7 @@ pub fn pool_fit(class: &PodClass, pool: &PoolTypes) -> PoolFit {
             }
             if fits.is_empty() {
                 if label_ok == 0 {
-                    return Err("no instance type matches the requirements with an available offering".to_string());
+                    return Err(no_type_reason(pool, reqs));
                 }
                 return Err(format!(
                     "no instance type has room for the requests (cpu {}m, memory {}Mi{}) after DaemonSet overhead",
@@ -147,6 +147,35 @@ pub fn pool_fit(class: &PodClass, pool: &PoolTypes) -> PoolFit {
         pool: pool.nodepool.name.clone(),
         levels: results,
         unit_costs: costs,
+    }
+}
+
+/// Why no type of the pool matches `reqs` with an available offering: each requirement that no
+/// type meets on its own (`no instance type has kubernetes.io/os In [windows]`), or, when every
+/// one is met by some type, the requirements taken together. (The pool's types are already
+/// narrowed to its own requirements and their offerings to its zones and capacity types.)
+fn no_type_reason(pool: &PoolTypes, reqs: &Requirements) -> String {
+    if pool.types.is_empty() {
+        return "the NodePool's requirements admit no instance type with an available offering".to_string();
+    }
+    let unmet: Vec<String> = reqs
+        .0
+        .iter()
+        .filter(|(key, req)| {
+            let mut one = Requirements::new();
+            one.add(key.as_str(), (*req).clone());
+            !pool.types.iter().any(|pt| {
+                let it = &pt.instance_type;
+                it.requirements.intersects(&one).is_ok()
+                    && it.offerings.iter().any(|o| o.available && offering_allowed(o, &one))
+            })
+        })
+        .map(|(key, req)| format!("no instance type has {key} {req}"))
+        .collect();
+    if unmet.is_empty() {
+        format!("no instance type meets all of {reqs} with an available offering")
+    } else {
+        unmet.join("; ")
     }
 }
 
@@ -189,7 +218,8 @@ pub fn choose(class: &PodClass, fits: &[&PoolFit]) -> Compatibility {
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 enum Row {
-    Class(PodClass),
+    /// Boxed: a class is several times the size of a fit.
+    Class(Box<PodClass>),
     Fit(PoolFit),
 }
 
@@ -206,7 +236,7 @@ pub fn compatibility<'s>(
             (*id, Row::Fit(pool_fit(class, pool)))
         });
     specs
-        .map(|(id, c)| (id, Row::Class(c)))
+        .map(|(id, c)| (id, Row::Class(Box::new(c))))
         .concat(fits)
         .reduce_named("Compatibility", |_id, rows, out| {
             let mut class = None;

@@ -53,9 +53,9 @@ pub fn provisioning<'s>(facts: VecCollection<'s, Epoch, Fact>) -> VecCollection<
     });
 
     let classes = pod_classes::pod_classes(pods.clone());
-    let pools = nodepool_types::nodepool_types(nodepools, nodeclasses, instance_types, overlays, daemonsets);
+    let pools = nodepool_types::nodepool_types(nodepools, nodeclasses, instance_types, overlays, daemonsets.clone());
     let compat = compatibility::compatibility(classes.clone(), pools.clone());
-    let usage = node_usage::node_usage(nodes, pods);
+    let usage = node_usage::node_usage(nodes, pods, daemonsets);
     let packed = packing::packing(classes.clone(), compat, pools, usage);
 
     let outcomes = packed.clone().flat_map(|p| match p {

@@ -1,52 +1,90 @@
 //! Query — what existing capacity is already used.
 //!
-//! Rule: a Node (or in-flight NodeClaim) uses the sum of the requests of the pods bound to it;
-//! its bound pods are kept as (namespace, labels) counts for topology and affinity. Pods bound
-//! to a node that is not known are ignored.
+//! Rule: a Node (or in-flight NodeClaim) uses the sum of the requests of the pods bound to it,
+//! plus the requests of every DaemonSet that will run there but has no pod there yet (its pods
+//! tolerate the node's taints and its node selector and required node affinity match the node's
+//! labels), as Karpenter reserves them; its bound pods are kept as (namespace, labels) counts for
+//! topology and affinity. Pods bound to a node that is not known are ignored.
 
 use crate::types::NodeState;
 use differential_dataflow::VecCollection;
 use dovetail_dataflow::engine::Epoch;
-use dovetail_dataflow::model::{Node, Pod, Resources};
+use dovetail_dataflow::model::taints::first_untolerated;
+use dovetail_dataflow::model::{DaemonSet, Node, Pod, Resources};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 enum Part {
     Node(Node),
-    /// (namespace, labels, requests) of a bound pod.
-    Pod(String, BTreeMap<String, String>, Resources),
+    /// (namespace, labels, requests, controlling DaemonSet's name) of a bound pod.
+    Pod(String, BTreeMap<String, String>, Resources, Option<String>),
+    Daemon(DaemonSet),
+}
+
+/// True when the DaemonSet's pods would run on the node: they tolerate its taints, and its
+/// labels satisfy their node selector and one of their required node-affinity terms.
+fn daemon_runs_on(d: &DaemonSet, node: &Node) -> bool {
+    let s = &d.scheduling;
+    first_untolerated(&node.taints, &s.tolerations).is_none()
+        && s.node_selector.matched_by_labels(&node.labels).is_ok()
+        && (s.required_node_affinity.is_empty()
+            || s.required_node_affinity
+                .iter()
+                .any(|term| term.matched_by_labels(&node.labels).is_ok()))
 }
 
 pub fn node_usage<'s>(
     nodes: VecCollection<'s, Epoch, Node>,
     pods: VecCollection<'s, Epoch, Pod>,
+    daemonsets: VecCollection<'s, Epoch, DaemonSet>,
 ) -> VecCollection<'s, Epoch, (String, NodeState)> {
     let bound = pods.flat_map(|p| {
+        let daemon = match &p.owner {
+            Some((kind, name)) if kind == "DaemonSet" => Some(name.clone()),
+            _ => None,
+        };
         p.node_name
             .clone()
-            .map(|n| (n, Part::Pod(p.namespace, p.labels, p.scheduling.requests)))
+            .map(|n| (n, Part::Pod(p.namespace, p.labels, p.scheduling.requests, daemon)))
     });
+    let daemons = daemonsets
+        .map(|d| ((), d))
+        .join_map(nodes.clone().map(|n| ((), n.name)), |_, d, node| {
+            (node.clone(), Part::Daemon(d.clone()))
+        });
     nodes
         .map(|n| (n.name.clone(), Part::Node(n)))
         .concat(bound)
+        .concat(daemons)
         .reduce_named("NodeUsage", |_name, parts, out| {
             let mut node = None;
             let mut used = Resources::default();
             let mut pods: Vec<(String, BTreeMap<String, String>, i64)> = Vec::new();
+            let mut running: BTreeSet<(&String, &String)> = BTreeSet::new();
+            let mut daemons = Vec::new();
             for (part, r) in parts {
                 match part {
                     Part::Node(n) => node = Some(n),
-                    Part::Pod(ns, labels, req) => {
+                    Part::Pod(ns, labels, req, daemon) => {
                         used.add_assign(&req.times(*r as i64));
+                        if let Some(d) = daemon {
+                            running.insert((ns, d));
+                        }
                         match pods.last_mut() {
                             Some((pns, pl, c)) if pns == ns && pl == labels => *c += *r as i64,
                             _ => pods.push((ns.clone(), labels.clone(), *r as i64)),
                         }
                     }
+                    Part::Daemon(d) => daemons.push(d),
                 }
             }
             if let Some(node) = node {
+                for d in daemons {
+                    if !running.contains(&(&d.namespace, &d.name)) && daemon_runs_on(d, node) {
+                        used.add_assign(&d.scheduling.requests);
+                    }
+                }
                 out.push((
                     NodeState {
                         node: node.clone(),

@@ -334,7 +334,10 @@ impl<'a> Solver<'a> {
                 chunks = Some(list);
             }
         }
-        // Topology spread over a zone-like key: deal copies over domains by water-filling.
+        // Topology spread over a zone-like key: deal copies over domains by water-filling. When
+        // copies are already dealt (by anti-affinity or an earlier spread, e.g. zones before
+        // capacity types), each chunk is dealt over this key's domains in turn, counting what
+        // earlier chunks took, so that every constraint holds.
         for &(g, max_skew, min_domains) in &topo.spreads {
             let group = self.topo.groups[g].clone();
             if group.per_node() {
@@ -344,27 +347,47 @@ impl<'a> Solver<'a> {
             if !topo.member_of.contains(&g) {
                 // Pods that are not counted may go to any domain within the skew.
                 let min = domains.iter().map(|d| self.topo.count(g, d)).min().unwrap_or(0);
-                let ok: BTreeSet<String> = domains
-                    .into_iter()
-                    .filter(|d| self.topo.count(g, d) - min <= max_skew)
-                    .collect();
-                reqs.add(group.key.clone(), Requirement::finite(ok));
+                let ok = Requirement::finite(
+                    domains
+                        .into_iter()
+                        .filter(|d| self.topo.count(g, d) - min <= max_skew)
+                        .collect(),
+                );
+                reqs.add(group.key.clone(), ok.clone());
+                for (r, _) in chunks.iter_mut().flatten() {
+                    r.add(group.key.clone(), ok.clone());
+                }
                 continue;
             }
-            if chunks.is_some() {
-                continue;
+            let below_min_domains = min_domains.is_some_and(|m| (domains.len() as i64) < m);
+            let mut counts = self.topo.counts[g].clone();
+            let mut dealt = Vec::new();
+            for (r, q) in chunks.take().unwrap_or_else(|| vec![(reqs.clone(), left)]) {
+                let quotas = water_fill(&counts, &self.domains(ci, &group.key, &r), q, max_skew, min_domains);
+                // A chunk may reach only some of the domains; the skew is still measured against
+                // all of them.
+                let mut after = counts.clone();
+                for (d, n) in &quotas {
+                    *after.entry(d.clone()).or_insert(0) += n;
+                }
+                let floor = if below_min_domains {
+                    0
+                } else {
+                    domains.iter().map(|d| after.get(d).copied().unwrap_or(0)).min().unwrap_or(0)
+                };
+                for (d, n) in quotas {
+                    let now = counts.get(&d).copied().unwrap_or(0);
+                    let n = n.min(floor + max_skew - now);
+                    if n <= 0 {
+                        continue;
+                    }
+                    *counts.entry(d.clone()).or_insert(0) += n;
+                    let mut r = r.clone();
+                    r.add(group.key.clone(), Requirement::single(d));
+                    dealt.push((r, n));
+                }
             }
-            let quotas = water_fill(&self.topo.counts[g], &domains, left, max_skew, min_domains);
-            chunks = Some(
-                quotas
-                    .into_iter()
-                    .map(|(d, q)| {
-                        let mut r = reqs.clone();
-                        r.add(group.key.clone(), Requirement::single(d));
-                        (r, q)
-                    })
-                    .collect(),
-            );
+            chunks = Some(dealt);
         }
         match chunks {
             None => {
@@ -434,9 +457,20 @@ impl<'a> Solver<'a> {
             if bits.is_none() {
                 continue;
             }
-            if let Some(left) = &self.limits[p] {
+            // Limits are the reason when some compatible type has room for the pod but every
+            // such type is larger than what the limits leave (the filter `open` applies).
+            if let (Some(left), Some(bits)) = (&self.limits[p], bits) {
                 let req = &self.classes[ci].class.scheduling.requests;
-                if left.iter().any(|(r, v)| req.get(r) > 0 && *v < req.get(r)) || left.values().any(|v| *v <= 0) {
+                let types = &self.pools[p].types;
+                let mut fitting = (0..types.len())
+                    .filter(|&t| has_bit(bits, t as u32) && req.fits_in(&types[t].available))
+                    .peekable();
+                let some_fit = fitting.peek().is_some();
+                let within_limits = |t: usize| {
+                    let cap = &types[t].instance_type.capacity;
+                    left.iter().all(|(r, v)| cap.get(r) <= *v)
+                };
+                if some_fit && !fitting.any(within_limits) {
                     reasons.push(format!("NodePool {name}: limits reached"));
                     continue;
                 }

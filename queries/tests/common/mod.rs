@@ -174,9 +174,22 @@ pub const fn mib(n: i64) -> i64 {
     n * 1024 * 1024 * 1000
 }
 
+/// [`catalogue`], resolved once per test binary.
+pub fn cat() -> &'static [InstanceType] {
+    static CATALOGUE: std::sync::OnceLock<Vec<InstanceType>> = std::sync::OnceLock::new();
+    CATALOGUE.get_or_init(catalogue)
+}
+
 /// The catalogue by instance-type name.
-pub fn catalogue_by_name() -> BTreeMap<String, InstanceType> {
-    catalogue().into_iter().map(|it| (it.name.clone(), it)).collect()
+pub fn catalogue_by_name() -> &'static BTreeMap<String, InstanceType> {
+    static BY_NAME: std::sync::OnceLock<BTreeMap<String, InstanceType>> =
+        std::sync::OnceLock::new();
+    BY_NAME.get_or_init(|| {
+        cat()
+            .iter()
+            .map(|it| (it.name.clone(), it.clone()))
+            .collect()
+    })
 }
 
 /// The single value of a label an instance type carries (`None` when absent or not single).
@@ -192,7 +205,9 @@ pub fn label<'a>(it: &'a InstanceType, key: &str) -> Option<&'a str> {
 pub fn price_in(it: &InstanceType, capacity_type: &str, zones: &[&str]) -> Option<i64> {
     it.offerings
         .iter()
-        .filter(|o| o.available && o.capacity_type == capacity_type && zones.contains(&o.zone.as_str()))
+        .filter(|o| {
+            o.available && o.capacity_type == capacity_type && zones.contains(&o.zone.as_str())
+        })
         .map(|o| o.price.0)
         .min()
 }
@@ -210,7 +225,7 @@ pub fn has_room(it: &InstanceType, cpu_m: i64, mem_mib: i64, pods: i64) -> bool 
 
 /// The lowest on-demand price (default zones) among catalogue types that `keep` admits.
 pub fn cheapest_od(keep: impl Fn(&InstanceType) -> bool) -> i64 {
-    catalogue()
+    cat()
         .iter()
         .filter(|it| keep(it))
         .filter_map(od_price)
@@ -231,7 +246,12 @@ pub fn launch_types(l: &Launch) -> Vec<InstanceType> {
     let by_name = catalogue_by_name();
     l.instance_types
         .iter()
-        .map(|n| by_name.get(n).cloned().unwrap_or_else(|| panic!("{n} is not in the catalogue")))
+        .map(|n| {
+            by_name
+                .get(n)
+                .cloned()
+                .unwrap_or_else(|| panic!("{n} is not in the catalogue"))
+        })
         .collect()
 }
 
@@ -255,7 +275,14 @@ spec:
 }
 
 /// `n` pending pods `{prefix}-{i}` of the same shape (one class).
-pub fn pods(n: usize, prefix: &str, cpu: &str, memory: &str, labels: &str, extra_spec: &str) -> String {
+pub fn pods(
+    n: usize,
+    prefix: &str,
+    cpu: &str,
+    memory: &str,
+    labels: &str,
+    extra_spec: &str,
+) -> String {
     (0..n)
         .map(|i| pod(&format!("{prefix}-{i}"), cpu, memory, labels, extra_spec))
         .collect()
@@ -296,4 +323,47 @@ pub fn pods_per_launch(out: &Outcome) -> BTreeMap<String, Vec<String>> {
         }
     }
     m
+}
+
+/// How dovetail splits `n` identical pods (`cpu_m` millicores, `mem_mib` MiB, default on-demand
+/// pool, nothing else pending) over new NodeClaims, recomputed from the catalogue: each NodeClaim
+/// takes the number of copies k whose cheapest holder costs least per pod (ties: more copies).
+/// Sorted ascending.
+pub fn lowest_price_per_pod_split(n: i64, cpu_m: i64, mem_mib: i64) -> Vec<usize> {
+    let priced: Vec<(i64, i64)> = cat()
+        .iter()
+        .filter_map(|it| {
+            let a = it.allocatable();
+            let k = (a.cpu / cpu_m)
+                .min(a.memory / mib(mem_mib))
+                .min(a.pods / 1000);
+            Some((k, od_price(it)?))
+        })
+        .filter(|(k, _)| *k > 0)
+        .collect();
+    let mut left = n;
+    let mut split = Vec::new();
+    while left > 0 {
+        let mut best: Option<(i64, i64)> = None; // (price, copies)
+        for k in (1..=left).rev() {
+            let Some(price) = priced
+                .iter()
+                .filter(|(c, _)| *c >= k)
+                .map(|(_, p)| *p)
+                .min()
+            else {
+                continue;
+            };
+            if best
+                .is_none_or(|(bp, bk)| (price as i128) * (bk as i128) < (bp as i128) * (k as i128))
+            {
+                best = Some((price, k));
+            }
+        }
+        let (_, k) = best.expect("some type holds a pod");
+        split.push(k as usize);
+        left -= k;
+    }
+    split.sort_unstable();
+    split
 }
