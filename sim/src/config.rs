@@ -1,0 +1,189 @@
+//! The simulator's settings: how much capacity EC2 has, how long an instance takes to become a
+//! Ready node, whether spot instances are interrupted, and the seed.
+//!
+//! Every field has a default (see [`SimConfig::default`] and `sim/README.md` for where each
+//! number comes from), so a YAML or JSON file need only name what it changes. Field names are
+//! the Rust ones (`launch_to_running_ms`); unknown fields are rejected so a typo is not silently
+//! ignored. The caller loads the file (e.g. `serde_yaml::from_str`) and then calls
+//! [`SimConfig::validate`]; [`SimConfig::from_json`] does both for JSON.
+
+use crate::key::{OfferingKey, OfferingKeyError};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// EC2 gives a spot instance two minutes' warning before it reclaims it (the "Spot Instance
+/// interruption notice"); a Capacity Reservation interruption warning gives the same.
+pub const INTERRUPTION_WARNING_MS: i64 = 120_000;
+
+/// Karpenter's unavailable-offerings cache TTL (`UnavailableOfferingsTTL`, 3 minutes; the
+/// `unavailableOfferingsTTLSeconds` setting's default).
+pub const DEFAULT_ICE_TTL_MS: i64 = 180_000;
+
+/// Why a configuration was rejected.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("simulator configuration: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("simulator configuration, capacity_overrides: {0}")]
+    OverrideKey(#[from] OfferingKeyError),
+    #[error("simulator configuration, {field}: {value} is negative")]
+    Negative { field: &'static str, value: i64 },
+    #[error("simulator configuration, interruption_rate_scale: {0} is not a finite number >= 0")]
+    RateScale(f64),
+    #[error("simulator configuration, region: empty")]
+    Region,
+}
+
+/// Settings of the simulated cloud.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SimConfig {
+    /// Seed of the generator behind instance ids and spot interruption times. Same seed, same
+    /// calls → same run.
+    pub seed: u64,
+    /// The region instances are launched in (node names, provider ids, spot advisor rows).
+    pub region: String,
+    /// How many instances each offering (type × zone × capacity type) can hold at once;
+    /// `None` (the default) is unlimited. A launch into a full offering fails with
+    /// InsufficientInstanceCapacity for that offering.
+    pub capacity_per_offering: Option<u32>,
+    /// Per-offering capacity, keyed `type/zone/capacity-type`, overriding
+    /// `capacity_per_offering` (`0` makes an offering always ICE).
+    pub capacity_overrides: BTreeMap<String, u32>,
+    /// CreateFleet → instance `running` (EC2 `pending` state). Default 30 s.
+    pub launch_to_running_ms: i64,
+    /// `running` → the kubelet registers the Node (boot, nodeadm/bootstrap, kubelet start,
+    /// TLS bootstrap). Default 40 s.
+    pub running_to_registered_ms: i64,
+    /// Registered → initialised (Ready: CNI up, startup taints removed). Default 15 s.
+    pub registered_to_initialized_ms: i64,
+    /// TerminateInstances → `terminated` (the `shutting-down` state). Billing and capacity stop
+    /// at the call, and the node was drained before it, so this only delays when the empty Node
+    /// leaves (Karpenter waits for the instance to leave `shutting-down` before it removes the
+    /// Node's finalizer). Default 0.
+    pub shutdown_ms: i64,
+    /// Draw spot interruptions from the spot advisor's interruption buckets. Default true.
+    pub spot_interruptions: bool,
+    /// Multiplies every spot interruption rate (0 disables them, 1000 makes them frequent enough
+    /// to test). Default 1.
+    pub interruption_rate_scale: f64,
+    /// How long a caller should treat an offering that returned InsufficientInstanceCapacity
+    /// (or was spot-interrupted) as unavailable: Karpenter's 3-minute cache. The simulated EC2
+    /// does not read it; the replay driver does when it turns errors into facts.
+    pub ice_ttl_ms: i64,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            seed: 1,
+            region: "us-east-1".to_string(),
+            capacity_per_offering: None,
+            capacity_overrides: BTreeMap::new(),
+            launch_to_running_ms: 30_000,
+            running_to_registered_ms: 40_000,
+            registered_to_initialized_ms: 15_000,
+            shutdown_ms: 0,
+            spot_interruptions: true,
+            interruption_rate_scale: 1.0,
+            ice_ttl_ms: DEFAULT_ICE_TTL_MS,
+        }
+    }
+}
+
+impl SimConfig {
+    /// Parses JSON (missing fields take their defaults) and validates it.
+    pub fn from_json(text: &str) -> Result<SimConfig, ConfigError> {
+        let config: SimConfig = serde_json::from_str(text)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks what serde cannot: durations not negative, a finite non-negative rate scale,
+    /// a region, and override keys that parse.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        for (field, value) in [
+            ("launch_to_running_ms", self.launch_to_running_ms),
+            ("running_to_registered_ms", self.running_to_registered_ms),
+            (
+                "registered_to_initialized_ms",
+                self.registered_to_initialized_ms,
+            ),
+            ("shutdown_ms", self.shutdown_ms),
+            ("ice_ttl_ms", self.ice_ttl_ms),
+        ] {
+            if value < 0 {
+                return Err(ConfigError::Negative { field, value });
+            }
+        }
+        if !(self.interruption_rate_scale.is_finite() && self.interruption_rate_scale >= 0.0) {
+            return Err(ConfigError::RateScale(self.interruption_rate_scale));
+        }
+        if self.region.is_empty() {
+            return Err(ConfigError::Region);
+        }
+        self.overrides()?;
+        Ok(())
+    }
+
+    /// The capacity overrides with parsed keys.
+    pub fn overrides(&self) -> Result<BTreeMap<OfferingKey, u32>, ConfigError> {
+        self.capacity_overrides
+            .iter()
+            .map(|(k, n)| Ok((k.parse::<OfferingKey>()?, *n)))
+            .collect()
+    }
+
+    /// Milliseconds from CreateFleet to a Ready node.
+    pub fn launch_to_ready_ms(&self) -> i64 {
+        self.launch_to_running_ms
+            .saturating_add(self.running_to_registered_ms)
+            .saturating_add(self.registered_to_initialized_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_fill_in_missing_fields() {
+        let c = SimConfig::from_json(
+            r#"{"seed": 9, "capacity_overrides": {"m5.large/us-east-1a/spot": 0}}"#,
+        )
+        .unwrap();
+        assert_eq!(c.seed, 9);
+        assert_eq!(c.launch_to_running_ms, 30_000);
+        assert_eq!(c.launch_to_ready_ms(), 85_000);
+        assert_eq!(c.ice_ttl_ms, 180_000);
+        assert!(c.spot_interruptions);
+        assert_eq!(c.capacity_per_offering, None);
+        assert_eq!(
+            c.overrides().unwrap().into_iter().collect::<Vec<_>>(),
+            vec![(OfferingKey::new("m5.large", "us-east-1a", "spot"), 0)]
+        );
+    }
+
+    #[test]
+    fn rejects_typos_and_bad_values() {
+        assert!(matches!(
+            SimConfig::from_json(r#"{"launch_to_runing_ms": 1}"#),
+            Err(ConfigError::Json(_))
+        ));
+        assert!(matches!(
+            SimConfig::from_json(r#"{"shutdown_ms": -1}"#),
+            Err(ConfigError::Negative {
+                field: "shutdown_ms",
+                ..
+            })
+        ));
+        assert!(matches!(
+            SimConfig::from_json(r#"{"interruption_rate_scale": -2.0}"#),
+            Err(ConfigError::RateScale(_))
+        ));
+        assert!(matches!(
+            SimConfig::from_json(r#"{"capacity_overrides": {"m5.large": 1}}"#),
+            Err(ConfigError::OverrideKey(_))
+        ));
+    }
+}

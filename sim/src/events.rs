@@ -1,0 +1,67 @@
+//! What the simulated cloud reports, and the interruptions a trace can force.
+
+use serde::{Deserialize, Serialize};
+
+/// An interruption a trace (or test) injects with `SimCloud::forced_interrupt`, named after the
+/// EventBridge messages Karpenter's interruption controller consumes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum InterruptionKind {
+    /// "EC2 Spot Instance Interruption Warning": reclaimed two minutes later.
+    SpotInterruption,
+    /// "EC2 Capacity Reservation Instance Interruption Warning": reclaimed two minutes later.
+    CapacityReservationInterruption,
+    /// "EC2 Instance Rebalance Recommendation": advice only; nothing happens to the instance.
+    RebalanceRecommendation,
+    /// "AWS Health Event", category `scheduledChange`: advice only here (the maintenance itself
+    /// is days away in reality and is not simulated).
+    ScheduledChange,
+    /// "EC2 Instance State-change Notification" to stopping, stopped, shutting-down or
+    /// terminated: the instance is gone at once.
+    StateChange,
+}
+
+/// Why an instance ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum TerminationCause {
+    /// TerminateInstances was called.
+    Requested,
+    /// Reclaimed after a spot interruption warning.
+    SpotInterruption,
+    /// Reclaimed after a capacity reservation interruption warning.
+    CapacityReservationInterruption,
+    /// Stopped or terminated outside the autoscaler (a state-change notification).
+    StateChange,
+}
+
+/// What happened to an instance.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CloudEventKind {
+    /// EC2 state `running`.
+    Running,
+    /// The kubelet registered the Node (add it to the cluster, not yet schedulable).
+    NodeRegistered,
+    /// The Node is initialised: Ready, startup taints removed.
+    NodeInitialized,
+    /// Two-minute warning; reclaimed at `terminate_at_ms` unless terminated first.
+    SpotInterruptionWarning {
+        terminate_at_ms: i64,
+    },
+    /// Two-minute warning for an instance in an interruptible capacity reservation.
+    CapacityReservationInterruptionWarning {
+        terminate_at_ms: i64,
+    },
+    RebalanceRecommendation,
+    ScheduledChange,
+    /// The instance is gone (EC2 state `terminated`): remove its Node.
+    Terminated {
+        cause: TerminationCause,
+    },
+}
+
+/// One event at an exact virtual instant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CloudEvent {
+    pub at_ms: i64,
+    pub instance_id: String,
+    pub kind: CloudEventKind,
+}
