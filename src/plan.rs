@@ -78,6 +78,7 @@ pub fn assemble(decisions: Vec<Decision>, notes: Vec<String>) -> PlanOutput {
                 unschedulable.push(UnschedulableOut { pod, reason })
             }
             Decision::LowerBound(p) => lower_bound += p.0,
+            Decision::ClusterLowerBound(_) => {}
         }
     }
     let mut pods_of: BTreeMap<&str, Vec<String>> = BTreeMap::new();

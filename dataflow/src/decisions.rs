@@ -47,4 +47,6 @@ pub enum Decision {
     },
     /// The fractional lower bound on the cost per hour of the pending pods' new capacity.
     LowerBound(Price),
+    /// The fractional lower bound on the cost per hour of running every pod (pending and bound).
+    ClusterLowerBound(Price),
 }

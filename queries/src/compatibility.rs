@@ -8,7 +8,7 @@
 //! further required node-affinity terms first, then preferred node-affinity terms from the
 //! heaviest down, then none. Volume zones and the node selector are never relaxed.
 
-use crate::types::{ClassId, ClassMembers, Compatibility, PodClass, PoolTypes, UnitCost};
+use crate::types::{ClassId, Compatibility, PodClass, PoolTypes, UnitCost};
 use differential_dataflow::VecCollection;
 use dovetail_dataflow::engine::Epoch;
 use dovetail_dataflow::model::instance_type::offering_allowed;
@@ -223,12 +223,12 @@ enum Row {
     Fit(PoolFit),
 }
 
+/// `specs` are distinct class specs: only a class's spec matters here, not its pods, so a pod
+/// joining a class changes nothing.
 pub fn compatibility<'s>(
-    classes: VecCollection<'s, Epoch, (ClassId, ClassMembers)>,
+    specs: VecCollection<'s, Epoch, (ClassId, PodClass)>,
     pools: VecCollection<'s, Epoch, (String, PoolTypes)>,
 ) -> VecCollection<'s, Epoch, (ClassId, Compatibility)> {
-    // Only a class's spec matters here, not its pods: a pod joining a class changes nothing.
-    let specs = classes.map(|(id, m)| (id, m.class)).distinct();
     let fits = specs
         .clone()
         .map(|(id, c)| ((), (id, c)))

@@ -3,6 +3,7 @@
 
 pub mod bindings;
 pub mod compatibility;
+pub mod lower_bound;
 pub mod node_usage;
 pub mod nodepool_types;
 pub mod overlay;
@@ -54,8 +55,11 @@ pub fn provisioning<'s>(facts: VecCollection<'s, Epoch, Fact>) -> VecCollection<
 
     let classes = pod_classes::pod_classes(pods.clone());
     let pools = nodepool_types::nodepool_types(nodepools, nodeclasses, instance_types, overlays, daemonsets.clone());
-    let compat = compatibility::compatibility(classes.clone(), pools.clone());
+    let class_counts = pod_classes::all_pod_classes(pods.clone());
+    let specs = class_counts.clone().map(|((id, class), _)| (id, class)).distinct();
+    let compat = compatibility::compatibility(specs, pools.clone());
     let usage = node_usage::node_usage(nodes, pods, daemonsets);
+    let cluster_bound = lower_bound::cluster_lower_bound(class_counts, compat.clone());
     let packed = packing::packing(classes.clone(), compat, pools, usage);
 
     let outcomes = packed.clone().flat_map(|p| match p {
@@ -68,5 +72,7 @@ pub fn provisioning<'s>(facts: VecCollection<'s, Epoch, Fact>) -> VecCollection<
         Packed::LowerBound(b) => Some(Decision::LowerBound(b)),
         _ => None,
     });
-    decided.concat(bindings::bindings(classes, outcomes))
+    decided
+        .concat(cluster_bound.map(Decision::ClusterLowerBound))
+        .concat(bindings::bindings(classes, outcomes))
 }

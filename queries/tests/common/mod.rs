@@ -34,6 +34,7 @@ impl Outcome {
                     o.unschedulable.insert(pod, reason);
                 }
                 Decision::LowerBound(p) => o.lower_bound += p.0,
+                Decision::ClusterLowerBound(_) => {}
             }
         }
         o.launches.sort_by(|a, b| a.name.cmp(&b.name));
