@@ -2,7 +2,9 @@
 //! standing queries kept up to date by differential dataflow.
 
 mod plan;
+mod replay;
 mod report;
+mod trace;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand, ValueEnum};
@@ -37,6 +39,14 @@ enum Command {
         #[arg(short = 'w', long, default_value_t = 1)]
         workers: usize,
     },
+    /// The embedded default: replay a workload trace against a simulated cluster and EC2, with
+    /// the real engine making every decision; print a summary and optionally write a report.
+    Replay(replay::ReplayArgs),
+    /// Work with workload traces (convert the real Alibaba traces into dovetail's format).
+    Trace {
+        #[command(subcommand)]
+        command: trace::TraceCommand,
+    },
 }
 
 fn main() -> Result<()> {
@@ -60,6 +70,8 @@ fn main() -> Result<()> {
                 Format::Table => print!("{}", report::table(&result)),
             }
         }
+        Command::Replay(args) => replay::run(args)?,
+        Command::Trace { command } => trace::run(command)?,
     }
     Ok(())
 }

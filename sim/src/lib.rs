@@ -18,6 +18,7 @@ pub mod instance;
 pub mod key;
 pub mod node;
 pub mod pdb;
+pub mod replay;
 pub mod rng;
 pub mod spot_advisor;
 pub mod stats;

@@ -93,7 +93,7 @@ impl ConvertOptions {
 
 /// What a conversion did. Pod and event counts are of what was written (each replica counts);
 /// skipped and filtered counts are of source pods or rows, before replication.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ConvertStats {
     /// Data rows read (the CSV header not counted).
     pub rows: u64,

@@ -1,0 +1,79 @@
+//! The engine's view of the world as a keyed set of facts: setting a fact under a key records
+//! the retraction of the old one and the insertion of the new, so the driver only ever says
+//! what is true now.
+
+use dovetail_dataflow::facts::Fact;
+use std::collections::BTreeMap;
+
+#[derive(Default)]
+pub struct FactSet {
+    current: BTreeMap<String, Fact>,
+    pending: Vec<(Fact, isize)>,
+}
+
+impl FactSet {
+    /// Makes `fact` the one true fact under its key.
+    pub fn set(&mut self, fact: Fact) {
+        let key = fact.describe();
+        match self.current.get(&key) {
+            Some(old) if *old == fact => {}
+            Some(old) => {
+                self.pending.push((old.clone(), -1));
+                self.pending.push((fact.clone(), 1));
+                self.current.insert(key, fact);
+            }
+            None => {
+                self.pending.push((fact.clone(), 1));
+                self.current.insert(key, fact);
+            }
+        }
+    }
+
+    /// Retracts the fact under `key`, if any.
+    pub fn remove(&mut self, key: &str) {
+        if let Some(old) = self.current.remove(key) {
+            self.pending.push((old, -1));
+        }
+    }
+
+    pub fn get(&self, key: &str) -> Option<&Fact> {
+        self.current.get(key)
+    }
+
+    /// The changes since the last call.
+    pub fn take_changes(&mut self) -> Vec<(Fact, isize)> {
+        std::mem::take(&mut self.pending)
+    }
+
+    pub fn has_changes(&self) -> bool {
+        !self.pending.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dovetail_dataflow::model::Pod;
+
+    fn pod(name: &str, node: Option<&str>) -> Fact {
+        Fact::Pod(Pod {
+            namespace: "default".into(),
+            name: name.into(),
+            node_name: node.map(str::to_string),
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn updates_are_retract_then_insert_and_repeats_are_silent() {
+        let mut f = FactSet::default();
+        f.set(pod("a", None));
+        assert_eq!(f.take_changes(), vec![(pod("a", None), 1)]);
+        f.set(pod("a", None));
+        assert!(!f.has_changes());
+        f.set(pod("a", Some("n1")));
+        assert_eq!(f.take_changes(), vec![(pod("a", None), -1), (pod("a", Some("n1")), 1)]);
+        f.remove("Pod default/a");
+        assert_eq!(f.take_changes(), vec![(pod("a", Some("n1")), -1)]);
+    }
+}

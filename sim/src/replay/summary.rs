@@ -1,0 +1,69 @@
+//! What a replay reports: the summary and the per-minute timeline.
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Percentiles of a distribution, in the unit the field name gives.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Percentiles {
+    pub count: u64,
+    pub p50: u64,
+    pub p99: u64,
+    pub max: u64,
+}
+
+impl Percentiles {
+    pub fn of(h: &hdrhistogram::Histogram<u64>) -> Percentiles {
+        Percentiles {
+            count: h.len(),
+            p50: h.value_at_quantile(0.50),
+            p99: h.value_at_quantile(0.99),
+            max: h.max(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CapacityTypeUsage {
+    pub usd: f64,
+    pub node_hours: f64,
+    pub instances: u32,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ReplaySummary {
+    pub trace: String,
+    pub seed: u64,
+    pub simulated_hours: f64,
+    pub wall_seconds: f64,
+    pub total_cost_usd: f64,
+    /// The integral of the cluster-wide lower bound over the replay.
+    pub lower_bound_usd: f64,
+    pub cost_over_lower_bound: f64,
+    pub by_capacity_type: BTreeMap<String, CapacityTypeUsage>,
+    pub nodes_launched: u64,
+    pub nodes_terminated: u64,
+    pub peak_nodes: u64,
+    pub disruptions_by_reason: BTreeMap<String, u64>,
+    pub capacity_errors: u64,
+    pub interruptions_handled: u64,
+    pub pods_created: u64,
+    pub pod_pending_seconds: Percentiles,
+    pub pods_never_scheduled: u64,
+    pub engine_epochs: u64,
+    pub engine_update_micros: Percentiles,
+    pub notes: Vec<String>,
+}
+
+/// The state during one simulated minute.
+#[derive(Debug, Clone, Serialize)]
+pub struct TimelineRow {
+    pub minute: u64,
+    pub nodes: u64,
+    pub pods_pending: u64,
+    pub pods_running: u64,
+    /// $/h of the instances alive.
+    pub cost_rate: f64,
+    /// $/h: the cluster-wide lower bound for the pods present.
+    pub lower_bound_rate: f64,
+}
