@@ -80,6 +80,8 @@ pub struct Progress {
 pub struct ReplayOutcome {
     pub summary: ReplaySummary,
     pub timeline: Vec<TimelineRow>,
+    /// Every instance the simulated cloud launched, in launch order.
+    pub instances: Vec<crate::Instance>,
 }
 
 struct World {
@@ -473,6 +475,22 @@ impl World {
             .sum()
     }
 
+    /// Appends a row for every minute that starts before `now`, with the current state.
+    fn timeline_until(&self, now: i64, next_minute: &mut i64, timeline: &mut Vec<TimelineRow>) {
+        while *next_minute * MINUTE_MS < now {
+            let pending = self.pods_pending();
+            timeline.push(TimelineRow {
+                minute: *next_minute as u64,
+                nodes: self.alive_nodes(),
+                pods_pending: pending,
+                pods_running: self.cluster.pods().count() as u64 - pending,
+                cost_rate: self.cost_rate(),
+                lower_bound_rate: self.lower_bound.dollars(),
+            });
+            *next_minute += 1;
+        }
+    }
+
     fn pods_pending(&self) -> u64 {
         self.cluster.pods().filter(|p| p.node_name.is_none()).count() as u64
     }
@@ -538,17 +556,7 @@ pub fn replay(
             }
         }
         // The state that held until now is what the timeline shows for the minutes passed.
-        while next_minute * MINUTE_MS < now {
-            timeline.push(TimelineRow {
-                minute: next_minute as u64,
-                nodes: w.alive_nodes(),
-                pods_pending: w.pods_pending(),
-                pods_running: w.cluster.pods().count() as u64 - w.pods_pending(),
-                cost_rate: w.cost_rate(),
-                lower_bound_rate: w.lower_bound.dollars(),
-            });
-            next_minute += 1;
-        }
+        w.timeline_until(now, &mut next_minute, &mut timeline);
         lower_bound_usd += w.lower_bound.dollars() * (now - last_t) as f64 / 3_600_000.0;
         last_t = now;
 
@@ -582,6 +590,8 @@ pub fn replay(
             });
         }
     }
+    w.timeline_until(end_ms + 1, &mut next_minute, &mut timeline);
+    lower_bound_usd += w.lower_bound.dollars() * (end_ms - last_t).max(0) as f64 / 3_600_000.0;
     progress(Progress {
         now_ms: end_ms,
         end_ms,
@@ -665,5 +675,11 @@ pub fn replay(
         engine_update_micros: Percentiles::of(&w.engine_latency),
         notes,
     };
-    Ok(ReplayOutcome { summary, timeline })
+    let mut instances: Vec<crate::Instance> = w.cloud.instances().cloned().collect();
+    instances.sort_by(|a, b| a.launched_ms.cmp(&b.launched_ms).then_with(|| a.id.cmp(&b.id)));
+    Ok(ReplayOutcome {
+        summary,
+        timeline,
+        instances,
+    })
 }
