@@ -68,6 +68,31 @@ impl InstanceType {
     }
 }
 
+/// The parts of a requirement set that bear on offerings, looked up once so that checking many
+/// offerings does not search the requirement map each time.
+pub struct OfferingFilter<'a> {
+    zone: Option<&'a super::requirements::Requirement>,
+    zone_id: Option<&'a super::requirements::Requirement>,
+    capacity_type: Option<&'a super::requirements::Requirement>,
+}
+
+impl<'a> OfferingFilter<'a> {
+    pub fn new(allowed: &'a Requirements) -> Self {
+        OfferingFilter {
+            zone: allowed.get(super::labels::ZONE),
+            zone_id: allowed.get(super::labels::ZONE_ID),
+            capacity_type: allowed.get(super::labels::CAPACITY_TYPE),
+        }
+    }
+
+    /// Same answer as [`offering_allowed`].
+    pub fn allows(&self, o: &Offering) -> bool {
+        self.zone.is_none_or(|r| r.has(&o.zone))
+            && self.capacity_type.is_none_or(|r| r.has(&o.capacity_type))
+            && (o.zone_id.is_empty() || self.zone_id.is_none_or(|r| r.has(&o.zone_id)))
+    }
+}
+
 /// True when an offering's zone, zone id and capacity type satisfy `allowed`.
 pub fn offering_allowed(o: &Offering, allowed: &Requirements) -> bool {
     allowed.allows(super::labels::ZONE, &o.zone)

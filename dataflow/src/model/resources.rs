@@ -155,6 +155,26 @@ impl Resources {
         n
     }
 
+    /// How many whole copies of `self` fit into `available − used`, without building the
+    /// difference (the packing hot path).
+    pub fn copies_in_remaining(&self, available: &Resources, used: &Resources) -> i64 {
+        let mut n = i64::MAX;
+        let mut limit = |need: Milli, have: Milli| {
+            if need > 0 {
+                n = n.min(if have <= 0 { 0 } else { have / need });
+            }
+        };
+        limit(self.cpu, available.cpu - used.cpu);
+        limit(self.memory, available.memory - used.memory);
+        limit(self.pods, available.pods - used.pods);
+        limit(self.ephemeral_storage, available.ephemeral_storage - used.ephemeral_storage);
+        for (k, v) in &self.extended {
+            let have = available.extended.get(k).copied().unwrap_or(0) - used.extended.get(k).copied().unwrap_or(0);
+            limit(*v, have);
+        }
+        n
+    }
+
     /// The first resource for which `self` exceeds `available`, for explanations.
     pub fn first_shortfall(&self, available: &Resources) -> Option<String> {
         self.iter()
@@ -192,6 +212,9 @@ mod tests {
         assert!(pod.times(4).fits_in(&node));
         assert!(!pod.times(5).fits_in(&node));
         assert_eq!(pod.times(5).first_shortfall(&node), Some("cpu".to_string()));
+        let used = pod.times(3);
+        assert_eq!(pod.copies_in_remaining(&node, &used), pod.copies_in(&node.sub(&used)));
+        assert_eq!(pod.copies_in_remaining(&node, &used), 1);
     }
 
     #[test]

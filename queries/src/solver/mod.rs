@@ -18,7 +18,7 @@ pub mod topology;
 use crate::types::{ClassId, Compatibility, NodeState, PodClass, PoolTypes};
 use bin::{Bin, BinKind};
 use dovetail_dataflow::decisions::{Launch, Placement};
-use dovetail_dataflow::model::instance_type::offering_allowed;
+use dovetail_dataflow::model::instance_type::{offering_allowed, OfferingFilter};
 use dovetail_dataflow::model::labels::{CAPACITY_TYPE, NODEPOOL, ZONE};
 use dovetail_dataflow::model::taints::first_untolerated;
 use dovetail_dataflow::model::{Milli, Requirement, Requirements, Resources};
@@ -602,12 +602,22 @@ impl<'a> Solver<'a> {
             BinKind::New { pool, types } => {
                 let bits = self.compat_bits[ci][*pool].as_ref()?;
                 bin.requirements.intersects(reqs).ok()?;
-                let merged = bin.requirements.intersection(reqs);
+                // Most classes add nothing to a bin's requirements: skip building a copy then.
+                let adds = reqs.0.iter().any(|(k, r)| {
+                    bin.requirements
+                        .get(k)
+                        .is_none_or(|br| br.intersection(r) != *br)
+                });
+                let merged = if adds {
+                    std::borrow::Cow::Owned(bin.requirements.intersection(reqs))
+                } else {
+                    std::borrow::Cow::Borrowed(&bin.requirements)
+                };
                 self.best_types(*pool, types, bits, &merged, &bin.used, req, cap, opening)
                     .map(|(copies, types)| Fit {
                         copies,
                         types,
-                        requirements: Some(merged),
+                        requirements: adds.then(|| merged.into_owned()),
                     })
             }
         }
@@ -628,20 +638,23 @@ impl<'a> Solver<'a> {
         opening: bool,
     ) -> Option<(i64, Vec<u32>)> {
         let pt = &self.pools[pool].types;
+        let offerings = OfferingFilter::new(merged);
         let mut fits: Vec<(u32, i64)> = Vec::new();
         for &t in types {
             if !has_bit(bits, t) {
                 continue;
             }
             let Some(p) = pt.get(t as usize) else { continue };
-            let it = &p.instance_type;
-            if !it.offerings.iter().any(|o| o.available && offering_allowed(o, merged)) {
+            // Cheap resource check first; the offering check looks at every offering.
+            let k = cap.min(req.copies_in_remaining(&p.available, used));
+            if k <= 0 {
                 continue;
             }
-            let k = cap.min(req.copies_in(&p.available.sub(used)));
-            if k > 0 {
-                fits.push((t, k));
+            let it = &p.instance_type;
+            if !it.offerings.iter().any(|o| o.available && offerings.allows(o)) {
+                continue;
             }
+            fits.push((t, k));
         }
         let mut levels: Vec<i64> = fits.iter().map(|(_, k)| *k).collect();
         levels.sort_unstable_by(|a, b| b.cmp(a));
@@ -706,8 +719,10 @@ impl<'a> Solver<'a> {
             let bin = &mut self.bins[b];
             bin.used.add_assign(&req);
             bin.add_class(ci, fit.copies);
-            if let (BinKind::New { types, .. }, Some(r)) = (&mut bin.kind, fit.requirements) {
+            if let BinKind::New { types, .. } = &mut bin.kind {
                 *types = fit.types;
+            }
+            if let Some(r) = fit.requirements {
                 bin.requirements = r;
             }
             for &g in &member_of {
@@ -875,6 +890,8 @@ impl<'a> Solver<'a> {
 
 struct Fit {
     copies: i64,
+    /// A planned bin's remaining candidate types (unused for existing nodes).
     types: Vec<u32>,
+    /// A planned bin's new requirements, when the class narrowed them.
     requirements: Option<Requirements>,
 }
