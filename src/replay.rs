@@ -43,7 +43,11 @@ fn progress_printer() -> impl FnMut(Progress) {
     let started = Instant::now();
     let mut last_line = Instant::now();
     move |p: Progress| {
-        let frac = if p.end_ms > 0 { p.now_ms as f64 / p.end_ms as f64 } else { 1.0 };
+        let frac = if p.end_ms > 0 {
+            p.now_ms as f64 / p.end_ms as f64
+        } else {
+            1.0
+        };
         let text = format!(
             "{:5.1}% simulated {:.1} h of {:.1} h, {} nodes, {} pods pending, {:.1} s",
             frac * 100.0,
@@ -56,7 +60,12 @@ fn progress_printer() -> impl FnMut(Progress) {
         let mut err = std::io::stderr();
         if tty {
             let filled = (frac * 30.0).round() as usize;
-            let _ = write!(err, "\r[{}{}] {text}", "#".repeat(filled.min(30)), " ".repeat(30 - filled.min(30)));
+            let _ = write!(
+                err,
+                "\r[{}{}] {text}",
+                "#".repeat(filled.min(30)),
+                " ".repeat(30 - filled.min(30))
+            );
             if p.now_ms >= p.end_ms {
                 let _ = writeln!(err);
             }
@@ -69,8 +78,10 @@ fn progress_printer() -> impl FnMut(Progress) {
 
 pub fn run(args: ReplayArgs) -> Result<()> {
     let file = args.trace.display().to_string();
-    let reader = std::fs::File::open(&args.trace).with_context(|| format!("opening trace {file}"))?;
-    let trace = dovetail_ingest::trace::read_trace(&file, std::io::BufReader::new(reader), args.skip_bad)?;
+    let reader =
+        std::fs::File::open(&args.trace).with_context(|| format!("opening trace {file}"))?;
+    let trace =
+        dovetail_ingest::trace::read_trace(&file, std::io::BufReader::new(reader), args.skip_bad)?;
     let initial = if args.nodepools.is_empty() {
         dovetail_ingest::Manifests::default()
     } else {
@@ -78,7 +89,8 @@ pub fn run(args: ReplayArgs) -> Result<()> {
     };
     let mut sim = match &args.sim_config {
         Some(p) => {
-            let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            let text =
+                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
             let value: serde_json::Value = serde_yaml::from_str(&text)
                 .with_context(|| format!("{}: not JSON or YAML", p.display()))?;
             SimConfig::from_json(&value.to_string()).with_context(|| format!("{}", p.display()))?
@@ -97,13 +109,14 @@ pub fn run(args: ReplayArgs) -> Result<()> {
     };
     let mut outcome = replay(&trace.events, &initial, &opts, progress_printer())?;
     if trace.skipped > 0 {
-        outcome
-            .summary
-            .notes
-            .push(format!("{} malformed trace lines were skipped (--skip-bad)", trace.skipped));
+        outcome.summary.notes.push(format!(
+            "{} malformed trace lines were skipped (--skip-bad)",
+            trace.skipped
+        ));
     }
     if let Some(dir) = &args.report {
-        write_report(dir, &outcome).with_context(|| format!("writing the report to {}", dir.display()))?;
+        write_report(dir, &outcome)
+            .with_context(|| format!("writing the report to {}", dir.display()))?;
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&outcome.summary)?);
@@ -119,22 +132,42 @@ pub fn run(args: ReplayArgs) -> Result<()> {
 fn summary_text(s: &ReplaySummary) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
-    let _ = writeln!(out, "replayed {} ({:.1} simulated hours) in {:.1} s", s.trace, s.simulated_hours, s.wall_seconds);
+    let _ = writeln!(
+        out,
+        "replayed {} ({:.1} simulated hours) in {:.1} s",
+        s.trace, s.simulated_hours, s.wall_seconds
+    );
     let _ = writeln!(
         out,
         "cost            ${:.2} (lower bound ${:.2}, ratio {:.2})",
         s.total_cost_usd, s.lower_bound_usd, s.cost_over_lower_bound
     );
     for (ct, u) in &s.by_capacity_type {
-        let _ = writeln!(out, "  {ct:<13} ${:.2}, {:.1} node-hours, {} instances", u.usd, u.node_hours, u.instances);
+        let _ = writeln!(
+            out,
+            "  {ct:<13} ${:.2}, {:.1} node-hours, {} instances",
+            u.usd, u.node_hours, u.instances
+        );
     }
     let _ = writeln!(
         out,
         "nodes           {} launched, {} terminated, peak {}",
         s.nodes_launched, s.nodes_terminated, s.peak_nodes
     );
-    let reasons: Vec<String> = s.disruptions_by_reason.iter().map(|(k, v)| format!("{k} {v}")).collect();
-    let _ = writeln!(out, "disruptions     {}", if reasons.is_empty() { "none".to_string() } else { reasons.join(", ") });
+    let reasons: Vec<String> = s
+        .disruptions_by_reason
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    let _ = writeln!(
+        out,
+        "disruptions     {}",
+        if reasons.is_empty() {
+            "none".to_string()
+        } else {
+            reasons.join(", ")
+        }
+    );
     let _ = writeln!(
         out,
         "capacity errors {}, interruptions handled {}",
@@ -143,12 +176,19 @@ fn summary_text(s: &ReplaySummary) -> String {
     let _ = writeln!(
         out,
         "pods            {} created; pending p50 {} s, p99 {} s, max {} s; {} never scheduled",
-        s.pods_created, s.pod_pending_seconds.p50, s.pod_pending_seconds.p99, s.pod_pending_seconds.max, s.pods_never_scheduled
+        s.pods_created,
+        s.pod_pending_seconds.p50,
+        s.pod_pending_seconds.p99,
+        s.pod_pending_seconds.max,
+        s.pods_never_scheduled
     );
     let _ = writeln!(
         out,
         "engine          {} epochs; update p50 {} µs, p99 {} µs, max {} µs",
-        s.engine_epochs, s.engine_update_micros.p50, s.engine_update_micros.p99, s.engine_update_micros.max
+        s.engine_epochs,
+        s.engine_update_micros.p50,
+        s.engine_update_micros.p99,
+        s.engine_update_micros.max
     );
     for n in &s.notes {
         let _ = writeln!(out, "note: {n}");

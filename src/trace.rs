@@ -65,7 +65,8 @@ pub fn run(command: TraceCommand) -> Result<()> {
             );
             let writer: Box<dyn std::io::Write> = match &out {
                 Some(p) => Box::new(std::io::BufWriter::new(
-                    std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
+                    std::fs::File::create(p)
+                        .with_context(|| format!("creating {}", p.display()))?,
                 )),
                 None => Box::new(std::io::BufWriter::new(std::io::stdout())),
             };

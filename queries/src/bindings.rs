@@ -37,7 +37,9 @@ pub fn bindings<'s>(
                 match part {
                     Part::Members(m) => members = m,
                     Part::Outcome(ClassOutcome::Placed(p)) => placed.push(p),
-                    Part::Outcome(ClassOutcome::Failed { count, reason }) => failed.push((*count, reason)),
+                    Part::Outcome(ClassOutcome::Failed { count, reason }) => {
+                        failed.push((*count, reason))
+                    }
                 }
             }
             placed.sort_by_key(|p| p.order);

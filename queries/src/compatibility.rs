@@ -156,7 +156,8 @@ pub fn pool_fit(class: &PodClass, pool: &PoolTypes) -> PoolFit {
 /// narrowed to its own requirements and their offerings to its zones and capacity types.)
 fn no_type_reason(pool: &PoolTypes, reqs: &Requirements) -> String {
     if pool.types.is_empty() {
-        return "the NodePool's requirements admit no instance type with an available offering".to_string();
+        return "the NodePool's requirements admit no instance type with an available offering"
+            .to_string();
     }
     let unmet: Vec<String> = reqs
         .0
@@ -167,7 +168,10 @@ fn no_type_reason(pool: &PoolTypes, reqs: &Requirements) -> String {
             !pool.types.iter().any(|pt| {
                 let it = &pt.instance_type;
                 it.requirements.intersects(&one).is_ok()
-                    && it.offerings.iter().any(|o| o.available && offering_allowed(o, &one))
+                    && it
+                        .offerings
+                        .iter()
+                        .any(|o| o.available && offering_allowed(o, &one))
             })
         })
         .map(|(key, req)| format!("no instance type has {key} {req}"))
@@ -183,7 +187,10 @@ fn no_type_reason(pool: &PoolTypes, reqs: &Requirements) -> String {
 pub fn choose(class: &PodClass, fits: &[&PoolFit]) -> Compatibility {
     let levels = relaxation_levels(class);
     let chosen = (0..levels.len())
-        .find(|&l| fits.iter().any(|f| matches!(f.levels.get(l), Some(Ok(v)) if !v.is_empty())))
+        .find(|&l| {
+            fits.iter()
+                .any(|f| matches!(f.levels.get(l), Some(Ok(v)) if !v.is_empty()))
+        })
         .unwrap_or(0);
     let mut pools = Vec::new();
     let mut rejections = Vec::new();

@@ -20,7 +20,9 @@ use dovetail_dataflow::facts::Fact;
 use packing::Packed;
 
 /// The provisioning half of the engine: facts in, decisions out.
-pub fn provisioning<'s>(facts: VecCollection<'s, Epoch, Fact>) -> VecCollection<'s, Epoch, Decision> {
+pub fn provisioning<'s>(
+    facts: VecCollection<'s, Epoch, Fact>,
+) -> VecCollection<'s, Epoch, Decision> {
     let pods = facts.clone().flat_map(|f| match f {
         Fact::Pod(p) => Some(p),
         _ => None,
@@ -54,9 +56,18 @@ pub fn provisioning<'s>(facts: VecCollection<'s, Epoch, Fact>) -> VecCollection<
     });
 
     let classes = pod_classes::pod_classes(pods.clone());
-    let pools = nodepool_types::nodepool_types(nodepools, nodeclasses, instance_types, overlays, daemonsets.clone());
+    let pools = nodepool_types::nodepool_types(
+        nodepools,
+        nodeclasses,
+        instance_types,
+        overlays,
+        daemonsets.clone(),
+    );
     let class_counts = pod_classes::all_pod_classes(pods.clone());
-    let specs = class_counts.clone().map(|((id, class), _)| (id, class)).distinct();
+    let specs = class_counts
+        .clone()
+        .map(|((id, class), _)| (id, class))
+        .distinct();
     let compat = compatibility::compatibility(specs, pools.clone());
     let usage = node_usage::node_usage(nodes, pods, daemonsets);
     let cluster_bound = lower_bound::cluster_lower_bound(class_counts, compat.clone());
@@ -64,7 +75,11 @@ pub fn provisioning<'s>(facts: VecCollection<'s, Epoch, Fact>) -> VecCollection<
 
     let outcomes = packed.clone().flat_map(|p| match p {
         Packed::Placement(pl) => Some((pl.class, ClassOutcome::Placed(pl))),
-        Packed::Failure { class, count, reason } => Some((class, ClassOutcome::Failed { count, reason })),
+        Packed::Failure {
+            class,
+            count,
+            reason,
+        } => Some((class, ClassOutcome::Failed { count, reason })),
         _ => None,
     });
     let decided = packed.flat_map(|p| match p {

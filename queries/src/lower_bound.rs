@@ -26,7 +26,10 @@ pub fn cluster_lower_bound<'s>(
                 .map(|(r, cost)| {
                     let need = class.scheduling.requests.get(r) as f64;
                     // Kept in integer pico-dollars per hour so it can sit in a collection.
-                    (r.clone(), (need * cost.get() * *n as f64 * 1e6).round() as u64)
+                    (
+                        r.clone(),
+                        (need * cost.get() * *n as f64 * 1e6).round() as u64,
+                    )
                 })
                 .collect();
             ((), per_resource)

@@ -44,9 +44,12 @@ pub fn node_usage<'s>(
             Some((kind, name)) if kind == "DaemonSet" => Some(name.clone()),
             _ => None,
         };
-        p.node_name
-            .clone()
-            .map(|n| (n, Part::Pod(p.namespace, p.labels, p.scheduling.requests, daemon)))
+        p.node_name.clone().map(|n| {
+            (
+                n,
+                Part::Pod(p.namespace, p.labels, p.scheduling.requests, daemon),
+            )
+        })
     });
     let daemons = daemonsets
         .map(|d| ((), d))

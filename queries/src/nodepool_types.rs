@@ -14,7 +14,9 @@ use dovetail_dataflow::engine::Epoch;
 use dovetail_dataflow::model::instance_type::offering_allowed;
 use dovetail_dataflow::model::labels::is_well_known;
 use dovetail_dataflow::model::taints::first_untolerated;
-use dovetail_dataflow::model::{DaemonSet, EC2NodeClass, InstanceType, NodeOverlay, NodePool, Requirements, Resources};
+use dovetail_dataflow::model::{
+    DaemonSet, EC2NodeClass, InstanceType, NodeOverlay, NodePool, Requirements, Resources,
+};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -41,7 +43,8 @@ fn daemon_lands_on(d: &DaemonSet, pool: &NodePool, it: &InstanceType) -> bool {
         return false;
     }
     let reqs = daemon_requirements(d);
-    pool.requirements.compatible(&reqs, is_well_known).is_ok() && it.requirements.intersects(&reqs).is_ok()
+    pool.requirements.compatible(&reqs, is_well_known).is_ok()
+        && it.requirements.intersects(&reqs).is_ok()
 }
 
 /// Builds one NodePool's offer from its parts.
@@ -74,7 +77,8 @@ fn pool_types(
             continue;
         }
         let mut it = apply_overlays(it, pool, overlays);
-        it.offerings.retain(|o| offering_allowed(o, &pool.requirements));
+        it.offerings
+            .retain(|o| offering_allowed(o, &pool.requirements));
         let Some(cheapest) = it.cheapest_offering(&pool.requirements).map(|o| o.price.0) else {
             continue;
         };
@@ -94,7 +98,10 @@ fn pool_types(
             },
         ));
     }
-    out.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.instance_type.name.cmp(&b.1.instance_type.name)));
+    out.sort_by(|a, b| {
+        a.0.cmp(&b.0)
+            .then_with(|| a.1.instance_type.name.cmp(&b.1.instance_type.name))
+    });
     PoolTypes {
         nodepool: pool.clone(),
         types: out.into_iter().map(|(_, t)| t).collect(),
@@ -116,14 +123,22 @@ pub fn nodepool_types<'s>(
     let pools = nodepools.map(|p| (p.name.clone(), Part::Pool(p)));
     let classes = nodeclasses
         .map(|c| (c.name.clone(), c))
-        .join_map(pool_by_class.clone(), |_, c, pool| (pool.clone(), Part::Class(c.clone())));
-    let types = instance_types.join_map(pool_by_class, |_, it, pool| (pool.clone(), Part::Type(it.clone())));
+        .join_map(pool_by_class.clone(), |_, c, pool| {
+            (pool.clone(), Part::Class(c.clone()))
+        });
+    let types = instance_types.join_map(pool_by_class, |_, it, pool| {
+        (pool.clone(), Part::Type(it.clone()))
+    });
     let overlays = overlays
         .map(|o| ((), o))
-        .join_map(pool_names.clone(), |_, o, pool| (pool.clone(), Part::Overlay(o.clone())));
+        .join_map(pool_names.clone(), |_, o, pool| {
+            (pool.clone(), Part::Overlay(o.clone()))
+        });
     let daemons = daemonsets
         .map(|d| ((), d))
-        .join_map(pool_names, |_, d, pool| (pool.clone(), Part::Daemon(d.clone())));
+        .join_map(pool_names, |_, d, pool| {
+            (pool.clone(), Part::Daemon(d.clone()))
+        });
     pools
         .concat(classes)
         .concat(types)

@@ -21,7 +21,8 @@ fn selects_type(overlay: &NodeOverlay, it: &InstanceType, pool: &NodePool) -> bo
             Some(tr) => !tr.intersection(req).is_empty(),
             None => matches!(
                 req.operator(),
-                dovetail_dataflow::model::Operator::NotIn | dovetail_dataflow::model::Operator::DoesNotExist
+                dovetail_dataflow::model::Operator::NotIn
+                    | dovetail_dataflow::model::Operator::DoesNotExist
             ),
         }
     })
@@ -41,7 +42,11 @@ fn adjust(price: Price, adjustment: &str) -> Price {
 }
 
 /// The instance type as the NodePool sees it once overlays apply.
-pub fn apply_overlays(it: &InstanceType, pool: &NodePool, overlays: &[&NodeOverlay]) -> InstanceType {
+pub fn apply_overlays(
+    it: &InstanceType,
+    pool: &NodePool,
+    overlays: &[&NodeOverlay],
+) -> InstanceType {
     let mut out = it.clone();
     let mut selecting: Vec<&NodeOverlay> = overlays
         .iter()
@@ -98,7 +103,10 @@ mod tests {
 
     fn it() -> InstanceType {
         let mut reqs = Requirements::new();
-        reqs.add("karpenter.k8s.aws/instance-family", Requirement::single("m5"));
+        reqs.add(
+            "karpenter.k8s.aws/instance-family",
+            Requirement::single("m5"),
+        );
         InstanceType {
             name: "m5.large".into(),
             requirements: reqs,
@@ -151,7 +159,10 @@ mod tests {
     #[test]
     fn hugepages_reduce_memory_and_unselected_types_are_untouched() {
         let mut reqs = Requirements::new();
-        reqs.add("karpenter.k8s.aws/instance-family", Requirement::single("c5"));
+        reqs.add(
+            "karpenter.k8s.aws/instance-family",
+            Requirement::single("c5"),
+        );
         let other = NodeOverlay {
             name: "c5".into(),
             requirements: reqs,

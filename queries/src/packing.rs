@@ -29,7 +29,11 @@ enum Part {
 pub enum Packed {
     Launch(Launch),
     Placement(Placement),
-    Failure { class: ClassId, count: i64, reason: String },
+    Failure {
+        class: ClassId,
+        count: i64,
+        reason: String,
+    },
     LowerBound(Price),
 }
 
@@ -40,7 +44,10 @@ pub fn packing<'s>(
     nodes: VecCollection<'s, Epoch, (String, NodeState)>,
 ) -> VecCollection<'s, Epoch, Packed> {
     let classes = classes.join_map(compat, |id, m, c| {
-        ((), Part::Class(*id, m.class.clone(), m.members.len() as i64, c.clone()))
+        (
+            (),
+            Part::Class(*id, m.class.clone(), m.members.len() as i64, c.clone()),
+        )
     });
     pools
         .map(|(_, p)| ((), Part::Pool(p)))
@@ -71,8 +78,20 @@ pub fn packing<'s>(
             for p in solved.placements {
                 out.push((Packed::Placement(p), 1));
             }
-            for Failure { class, count, reason } in solved.failures {
-                out.push((Packed::Failure { class, count, reason }, 1));
+            for Failure {
+                class,
+                count,
+                reason,
+            } in solved.failures
+            {
+                out.push((
+                    Packed::Failure {
+                        class,
+                        count,
+                        reason,
+                    },
+                    1,
+                ));
             }
             out.push((Packed::LowerBound(solved.lower_bound), 1));
         })

@@ -1,6 +1,8 @@
 //! The intermediate collections the standing queries pass to each other.
 
-use dovetail_dataflow::model::{InstanceType, Node, NodePool, PodScheduling, Requirements, Resources};
+use dovetail_dataflow::model::{
+    InstanceType, Node, NodePool, PodScheduling, Requirements, Resources,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -41,7 +43,9 @@ pub struct PoolTypes {
 }
 
 /// An f64 that orders (non-negative values only), for costs inside collections.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub struct UnitCost(pub u64);
 
 impl UnitCost {

@@ -3,9 +3,9 @@
 
 mod common;
 
+use dovetail_dataflow::engine::Engine;
 use dovetail_dataflow::facts::Fact;
 use dovetail_dataflow::model::{InstanceType, NodePool, Pod, Price, Requirement};
-use dovetail_dataflow::engine::Engine;
 use std::collections::BTreeMap;
 
 /// xorshift64*: a small deterministic generator, so failures replay from the seed.
@@ -91,7 +91,9 @@ fn random_pod(rng: &mut Rng, i: usize) -> Pod {
     m.pods.into_iter().next().expect("one pod")
 }
 
-fn decisions_from_scratch(state: &BTreeMap<String, Fact>) -> Vec<dovetail_dataflow::decisions::Decision> {
+fn decisions_from_scratch(
+    state: &BTreeMap<String, Fact>,
+) -> Vec<dovetail_dataflow::decisions::Decision> {
     let mut engine = Engine::start(1, dovetail_queries::provisioning).expect("engine");
     engine
         .advance(1, state.values().cloned().map(|f| (f, 1)).collect())
@@ -137,7 +139,11 @@ fn incremental_equals_from_scratch_after_every_epoch() {
                 }
                 // remove a pod
                 4 | 5 => {
-                    let pods: Vec<String> = state.keys().filter(|k| k.starts_with("Pod ")).cloned().collect();
+                    let pods: Vec<String> = state
+                        .keys()
+                        .filter(|k| k.starts_with("Pod "))
+                        .cloned()
+                        .collect();
                     if let Some(k) = pods.get(rng.below(pods.len() as u64) as usize) {
                         if let Some(f) = state.remove(k) {
                             changes.push((f, -1));
@@ -151,7 +157,8 @@ fn incremental_equals_from_scratch_after_every_epoch() {
                         if rng.below(2) == 0 {
                             p.weight = rng.below(20) as i32;
                         } else {
-                            p.limits.insert("cpu".into(), (8 + rng.below(64) as i64) * 1000);
+                            p.limits
+                                .insert("cpu".into(), (8 + rng.below(64) as i64) * 1000);
                         }
                         p.requirements.add(
                             "karpenter.k8s.aws/instance-family",
@@ -170,7 +177,11 @@ fn incremental_equals_from_scratch_after_every_epoch() {
                         .cloned()
                         .collect();
                     if let Some(k) = types.get(rng.below(types.len() as u64) as usize).cloned() {
-                        if let Some(Fact::InstanceType { node_class, instance_type }) = state.get(&k).cloned() {
+                        if let Some(Fact::InstanceType {
+                            node_class,
+                            instance_type,
+                        }) = state.get(&k).cloned()
+                        {
                             let mut it: InstanceType = instance_type.clone();
                             let n = it.offerings.len() as u64;
                             if let Some(o) = it.offerings.get_mut(rng.below(n) as usize) {
@@ -180,8 +191,17 @@ fn incremental_equals_from_scratch_after_every_epoch() {
                                     o.available = !o.available;
                                 }
                             }
-                            changes.push((Fact::InstanceType { node_class: node_class.clone(), instance_type }, -1));
-                            let new = Fact::InstanceType { node_class, instance_type: it };
+                            changes.push((
+                                Fact::InstanceType {
+                                    node_class: node_class.clone(),
+                                    instance_type,
+                                },
+                                -1,
+                            ));
+                            let new = Fact::InstanceType {
+                                node_class,
+                                instance_type: it,
+                            };
                             changes.push((new.clone(), 1));
                             state.insert(k, new);
                         }
@@ -192,7 +212,10 @@ fn incremental_equals_from_scratch_after_every_epoch() {
         engine.advance(epoch, changes).expect("advance");
         let incremental = engine.decisions();
         let scratch = decisions_from_scratch(&state);
-        assert_eq!(incremental, scratch, "epoch {epoch}: incremental and from-scratch decisions differ");
+        assert_eq!(
+            incremental, scratch,
+            "epoch {epoch}: incremental and from-scratch decisions differ"
+        );
     }
     // The run must have exercised the solver, not just agreed on nothing.
     assert!(engine.decisions().len() > 3, "{:?}", engine.decisions());

@@ -17,7 +17,10 @@ fn one_pod_gets_the_cheapest_type_that_fits() {
             let p = it
                 .offerings
                 .iter()
-                .filter(|o| o.capacity_type == "on-demand" && ["us-east-1a", "us-east-1b", "us-east-1c"].contains(&o.zone.as_str()))
+                .filter(|o| {
+                    o.capacity_type == "on-demand"
+                        && ["us-east-1a", "us-east-1b", "us-east-1c"].contains(&o.zone.as_str())
+                })
                 .map(|o| o.price.0)
                 .min()?;
             Some(p)

@@ -68,7 +68,9 @@ fn cheapest_m5_for(pods: i64) -> (String, i64) {
         .filter(|t| t.name.starts_with("m5.") && !t.name.contains("metal"))
         .filter(|t| {
             let a = t.allocatable();
-            a.cpu >= pods * 1000 && a.memory >= pods * 1024 * 1024 * 1024 * 1000 && a.pods >= pods * 1000
+            a.cpu >= pods * 1000
+                && a.memory >= pods * 1024 * 1024 * 1024 * 1000
+                && a.pods >= pods * 1000
         })
         .filter_map(|t| {
             let p = t
@@ -123,13 +125,19 @@ fn spot_interruption_is_replaced_before_termination() {
     ];
     let out = run(&lines, "spot", quiet());
     assert_eq!(out.summary.interruptions_handled, 1, "{:?}", out.summary);
-    assert_eq!(out.summary.disruptions_by_reason.get("Interrupted"), Some(&1));
+    assert_eq!(
+        out.summary.disruptions_by_reason.get("Interrupted"),
+        Some(&1)
+    );
     assert_eq!(out.instances.len(), 2, "{:?}", out.instances);
     let (first, second) = (&out.instances[0], &out.instances[1]);
     assert_eq!(first.instance_type, "m5.large");
     // The replacement is launched at the warning, two minutes before EC2 reclaims the first.
     assert_eq!(second.launched_ms, 300_000);
-    assert_eq!(first.stopped_ms, Some(300_000 + dovetail_sim::INTERRUPTION_WARNING_MS));
+    assert_eq!(
+        first.stopped_ms,
+        Some(300_000 + dovetail_sim::INTERRUPTION_WARNING_MS)
+    );
     assert_eq!(out.summary.nodes_terminated, 1);
     assert_eq!(out.summary.pods_never_scheduled, 0);
 }
@@ -145,17 +153,27 @@ fn pods_deleted_leave_nodes_running_until_disruption_exists() {
     assert_eq!(out.instances.len(), 1);
     assert_eq!(out.summary.nodes_terminated, 0);
     let last = out.timeline.last().expect("timeline");
-    assert_eq!((last.pods_running, last.pods_pending, last.nodes), (0, 0, 1));
+    assert_eq!(
+        (last.pods_running, last.pods_pending, last.nodes),
+        (0, 0, 1)
+    );
 }
 
 #[test]
 fn same_trace_and_seed_same_result() {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../data/traces/dlrm-sample.jsonl"))
-        .expect("sample trace");
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../data/traces/dlrm-sample.jsonl"
+    ))
+    .expect("sample trace");
     let trace = read_trace("dlrm-sample.jsonl", text.as_bytes(), false).expect("sample parses");
     let events = &trace.events[..trace.events.len().min(600)];
-    let initial = dovetail_ingest::load_paths(&[concat!(env!("CARGO_MANIFEST_DIR"), "/../data/traces/nodepools.yaml").into()])
-        .expect("nodepools");
+    let initial = dovetail_ingest::load_paths(&[concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../data/traces/nodepools.yaml"
+    )
+    .into()])
+    .expect("nodepools");
     let opts = ReplayOptions {
         sim: SimConfig {
             seed: 7,

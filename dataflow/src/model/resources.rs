@@ -167,9 +167,13 @@ impl Resources {
         limit(self.cpu, available.cpu - used.cpu);
         limit(self.memory, available.memory - used.memory);
         limit(self.pods, available.pods - used.pods);
-        limit(self.ephemeral_storage, available.ephemeral_storage - used.ephemeral_storage);
+        limit(
+            self.ephemeral_storage,
+            available.ephemeral_storage - used.ephemeral_storage,
+        );
         for (k, v) in &self.extended {
-            let have = available.extended.get(k).copied().unwrap_or(0) - used.extended.get(k).copied().unwrap_or(0);
+            let have = available.extended.get(k).copied().unwrap_or(0)
+                - used.extended.get(k).copied().unwrap_or(0);
             limit(*v, have);
         }
         n
@@ -213,7 +217,10 @@ mod tests {
         assert!(!pod.times(5).fits_in(&node));
         assert_eq!(pod.times(5).first_shortfall(&node), Some("cpu".to_string()));
         let used = pod.times(3);
-        assert_eq!(pod.copies_in_remaining(&node, &used), pod.copies_in(&node.sub(&used)));
+        assert_eq!(
+            pod.copies_in_remaining(&node, &used),
+            pod.copies_in(&node.sub(&used))
+        );
         assert_eq!(pod.copies_in_remaining(&node, &used), 1);
     }
 

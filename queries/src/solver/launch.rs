@@ -46,7 +46,10 @@ pub fn launch(
     }
     let names: Vec<String> = priced.iter().map(|(_, n, _)| n.to_string()).collect();
     let mut reqs = requirements.clone();
-    reqs.add(INSTANCE_TYPE, Requirement::finite(names.iter().cloned().collect()));
+    reqs.add(
+        INSTANCE_TYPE,
+        Requirement::finite(names.iter().cloned().collect()),
+    );
     // The name identifies the NodeClaim by what it is, not by the pods it holds, so adding a pod
     // to a launch does not rename it.
     let identity = stable_hash(&(&pool.nodepool.name, &reqs));

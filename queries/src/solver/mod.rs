@@ -113,11 +113,16 @@ fn bitset(indices: &[u32], len: usize) -> Vec<u64> {
 }
 
 fn has_bit(bits: &[u64], i: u32) -> bool {
-    bits.get(i as usize / 64).is_some_and(|w| w & (1 << (i % 64)) != 0)
+    bits.get(i as usize / 64)
+        .is_some_and(|w| w & (1 << (i % 64)) != 0)
 }
 
 impl<'a> Solver<'a> {
-    fn new(pools: Vec<&'a PoolTypes>, classes: Vec<ClassInput<'a>>, nodes: Vec<&'a NodeState>) -> Self {
+    fn new(
+        pools: Vec<&'a PoolTypes>,
+        classes: Vec<ClassInput<'a>>,
+        nodes: Vec<&'a NodeState>,
+    ) -> Self {
         let pool_index: BTreeMap<&str, usize> = pools
             .iter()
             .enumerate()
@@ -138,8 +143,10 @@ impl<'a> Solver<'a> {
             })
             .collect();
         let mut topo = Topology::default();
-        let mut class_topo: Vec<ClassTopology> =
-            classes.iter().map(|c| topo.class_constraints(c.class)).collect();
+        let mut class_topo: Vec<ClassTopology> = classes
+            .iter()
+            .map(|c| topo.class_constraints(c.class))
+            .collect();
         for (t, c) in class_topo.iter_mut().zip(&classes) {
             t.member_of = topo.memberships(c.class);
         }
@@ -231,8 +238,16 @@ impl<'a> Solver<'a> {
                 }
                 let it = &pt.instance_type;
                 if key == ZONE || key == CAPACITY_TYPE {
-                    for o in it.offerings.iter().filter(|o| o.available && offering_allowed(o, reqs)) {
-                        out.insert(if key == ZONE { o.zone.clone() } else { o.capacity_type.clone() });
+                    for o in it
+                        .offerings
+                        .iter()
+                        .filter(|o| o.available && offering_allowed(o, reqs))
+                    {
+                        out.insert(if key == ZONE {
+                            o.zone.clone()
+                        } else {
+                            o.capacity_type.clone()
+                        });
                     }
                 } else if let Some(r) = it.requirements.get(key) {
                     if !r.complement {
@@ -290,7 +305,11 @@ impl<'a> Solver<'a> {
             } else if topo.member_of.contains(&g) {
                 let domains = self.domains(ci, &group.key, &reqs);
                 let Some(first) = self.cheapest_domain(ci, &group.key, &reqs, &domains) else {
-                    self.fail(ci, left, format!("pod affinity: no {} domain is available", group.key));
+                    self.fail(
+                        ci,
+                        left,
+                        format!("pod affinity: no {} domain is available", group.key),
+                    );
                     return;
                 };
                 reqs.add(group.key.clone(), Requirement::single(first));
@@ -298,7 +317,10 @@ impl<'a> Solver<'a> {
                 self.fail(
                     ci,
                     left,
-                    format!("pod affinity: no pod matching {} runs in any {} domain", group.selector.requirements, group.key),
+                    format!(
+                        "pod affinity: no pod matching {} runs in any {} domain",
+                        group.selector.requirements, group.key
+                    ),
                 );
                 return;
             }
@@ -317,11 +339,14 @@ impl<'a> Solver<'a> {
                 .map(|(d, _)| d.clone())
                 .collect();
             if !occupied.is_empty() {
-                reqs.add(group.key.clone(), Requirement {
-                    complement: true,
-                    values: occupied,
-                    ..Requirement::any()
-                });
+                reqs.add(
+                    group.key.clone(),
+                    Requirement {
+                        complement: true,
+                        values: occupied,
+                        ..Requirement::any()
+                    },
+                );
             }
             if topo.member_of.contains(&g) && chunks.is_none() {
                 let free = self.domains(ci, &group.key, &reqs);
@@ -346,7 +371,11 @@ impl<'a> Solver<'a> {
             let domains = self.domains(ci, &group.key, &reqs);
             if !topo.member_of.contains(&g) {
                 // Pods that are not counted may go to any domain within the skew.
-                let min = domains.iter().map(|d| self.topo.count(g, d)).min().unwrap_or(0);
+                let min = domains
+                    .iter()
+                    .map(|d| self.topo.count(g, d))
+                    .min()
+                    .unwrap_or(0);
                 let ok = Requirement::finite(
                     domains
                         .into_iter()
@@ -363,7 +392,13 @@ impl<'a> Solver<'a> {
             let mut counts = self.topo.counts[g].clone();
             let mut dealt = Vec::new();
             for (r, q) in chunks.take().unwrap_or_else(|| vec![(reqs.clone(), left)]) {
-                let quotas = water_fill(&counts, &self.domains(ci, &group.key, &r), q, max_skew, min_domains);
+                let quotas = water_fill(
+                    &counts,
+                    &self.domains(ci, &group.key, &r),
+                    q,
+                    max_skew,
+                    min_domains,
+                );
                 // A chunk may reach only some of the domains; the skew is still measured against
                 // all of them.
                 let mut after = counts.clone();
@@ -373,7 +408,11 @@ impl<'a> Solver<'a> {
                 let floor = if below_min_domains {
                     0
                 } else {
-                    domains.iter().map(|d| after.get(d).copied().unwrap_or(0)).min().unwrap_or(0)
+                    domains
+                        .iter()
+                        .map(|d| after.get(d).copied().unwrap_or(0))
+                        .min()
+                        .unwrap_or(0)
                 };
                 for (d, n) in quotas {
                     let now = counts.get(&d).copied().unwrap_or(0);
@@ -435,7 +474,11 @@ impl<'a> Solver<'a> {
             let not_ready: Vec<String> = self
                 .pools
                 .iter()
-                .filter_map(|p| p.not_ready.as_ref().map(|r| format!("NodePool {}: {r}", p.nodepool.name)))
+                .filter_map(|p| {
+                    p.not_ready
+                        .as_ref()
+                        .map(|r| format!("NodePool {}: {r}", p.nodepool.name))
+                })
                 .collect();
             if !not_ready.is_empty() {
                 return not_ready.join("; ");
@@ -485,7 +528,13 @@ impl<'a> Solver<'a> {
         reasons.join("; ")
     }
 
-    fn cheapest_domain(&self, ci: usize, key: &str, reqs: &Requirements, domains: &BTreeSet<String>) -> Option<String> {
+    fn cheapest_domain(
+        &self,
+        ci: usize,
+        key: &str,
+        reqs: &Requirements,
+        domains: &BTreeSet<String>,
+    ) -> Option<String> {
         let mut best: Option<(i64, String)> = None;
         for d in domains {
             let mut r = reqs.clone();
@@ -574,7 +623,14 @@ impl<'a> Solver<'a> {
     /// (`opening`) takes the number of copies with the lowest price per copy rather than the
     /// most copies the largest type could hold: FFD's habit of filling the first NodeClaim to
     /// the largest type can cost more than two smaller NodeClaims.
-    fn fit(&self, b: usize, ci: usize, reqs: &Requirements, left: i64, opening: bool) -> Option<Fit> {
+    fn fit(
+        &self,
+        b: usize,
+        ci: usize,
+        reqs: &Requirements,
+        left: i64,
+        opening: bool,
+    ) -> Option<Fit> {
         let bin = &self.bins[b];
         let cap = self.node_topology_cap(bin, ci, left);
         if cap == 0 {
@@ -644,14 +700,20 @@ impl<'a> Solver<'a> {
             if !has_bit(bits, t) {
                 continue;
             }
-            let Some(p) = pt.get(t as usize) else { continue };
+            let Some(p) = pt.get(t as usize) else {
+                continue;
+            };
             // Cheap resource check first; the offering check looks at every offering.
             let k = cap.min(req.copies_in_remaining(&p.available, used));
             if k <= 0 {
                 continue;
             }
             let it = &p.instance_type;
-            if !it.offerings.iter().any(|o| o.available && offerings.allows(o)) {
+            if !it
+                .offerings
+                .iter()
+                .any(|o| o.available && offerings.allows(o))
+            {
                 continue;
             }
             fits.push((t, k));
@@ -662,7 +724,11 @@ impl<'a> Solver<'a> {
         // (price per hour, copies, types) of the best level so far.
         let mut best: Option<(i64, i64, Vec<u32>)> = None;
         for k in levels {
-            let chosen: Vec<u32> = fits.iter().filter(|(_, kt)| *kt >= k).map(|(t, _)| *t).collect();
+            let chosen: Vec<u32> = fits
+                .iter()
+                .filter(|(_, kt)| *kt >= k)
+                .map(|(t, _)| *t)
+                .collect();
             if !self.min_values_met(pool, &chosen, merged) {
                 continue;
             }
@@ -692,11 +758,21 @@ impl<'a> Solver<'a> {
             let Some(min) = r.min_values else { continue };
             let mut values: BTreeSet<&str> = BTreeSet::new();
             for &t in types {
-                let Some(pt) = self.pools[pool].types.get(t as usize) else { continue };
+                let Some(pt) = self.pools[pool].types.get(t as usize) else {
+                    continue;
+                };
                 let it = &pt.instance_type;
                 if key == ZONE || key == CAPACITY_TYPE {
-                    for o in it.offerings.iter().filter(|o| o.available && offering_allowed(o, merged)) {
-                        values.insert(if key == ZONE { &o.zone } else { &o.capacity_type });
+                    for o in it
+                        .offerings
+                        .iter()
+                        .filter(|o| o.available && offering_allowed(o, merged))
+                    {
+                        values.insert(if key == ZONE {
+                            &o.zone
+                        } else {
+                            &o.capacity_type
+                        });
                     }
                 } else if key == dovetail_dataflow::model::labels::INSTANCE_TYPE {
                     values.insert(&it.name);
@@ -804,7 +880,10 @@ impl<'a> Solver<'a> {
             let mut requirements = pool.nodepool.requirements.clone();
             requirements.add(NODEPOOL, Requirement::single(pool.nodepool.name.clone()));
             let bin = Bin {
-                kind: BinKind::New { pool: p, types: candidates },
+                kind: BinKind::New {
+                    pool: p,
+                    types: candidates,
+                },
                 requirements,
                 used: Resources::default(),
                 headroom: (i64::MAX, i64::MAX),
@@ -856,7 +935,14 @@ impl<'a> Solver<'a> {
             let target = match &bin.kind {
                 BinKind::Existing { node } => self.nodes[*node].node.name.clone(),
                 BinKind::New { pool, types } => {
-                    let l = launch::launch(self.pools[*pool], types, &bin.requirements, &bin.classes, &self.classes, &mut ordinals);
+                    let l = launch::launch(
+                        self.pools[*pool],
+                        types,
+                        &bin.requirements,
+                        &bin.classes,
+                        &self.classes,
+                        &mut ordinals,
+                    );
                     let name = l.name.clone();
                     out.launches.push(l);
                     name
@@ -869,7 +955,8 @@ impl<'a> Solver<'a> {
                     for (r, cost) in &c.compat.unit_cost {
                         if cost.get() < f64::MAX {
                             let need = c.class.scheduling.requests.get(r) as f64;
-                            *bound.entry(r.clone()).or_insert(0.0) += count as f64 * need * cost.get();
+                            *bound.entry(r.clone()).or_insert(0.0) +=
+                                count as f64 * need * cost.get();
                         }
                     }
                 }
@@ -883,7 +970,9 @@ impl<'a> Solver<'a> {
                 *o += 1;
             }
         }
-        out.lower_bound = dovetail_dataflow::model::Price(bound.values().fold(0.0f64, |a, b| a.max(*b)).floor() as i64);
+        out.lower_bound = dovetail_dataflow::model::Price(
+            bound.values().fold(0.0f64, |a, b| a.max(*b)).floor() as i64,
+        );
         out
     }
 }

@@ -75,7 +75,11 @@ impl Topology {
             out.spreads.push((g, s.max_skew.max(1), s.min_domains));
         }
         for term in &class.scheduling.pod_affinity {
-            let namespaces = if term.namespaces.is_empty() { own_ns() } else { term.namespaces.clone() };
+            let namespaces = if term.namespaces.is_empty() {
+                own_ns()
+            } else {
+                term.namespaces.clone()
+            };
             let g = self.intern(Group {
                 key: term.topology_key.clone(),
                 selector: term.selector.clone(),
@@ -84,7 +88,11 @@ impl Topology {
             out.affinity.push(g);
         }
         for term in &class.scheduling.pod_anti_affinity {
-            let namespaces = if term.namespaces.is_empty() { own_ns() } else { term.namespaces.clone() };
+            let namespaces = if term.namespaces.is_empty() {
+                own_ns()
+            } else {
+                term.namespaces.clone()
+            };
             let g = self.intern(Group {
                 key: term.topology_key.clone(),
                 selector: term.selector.clone(),

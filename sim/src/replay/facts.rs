@@ -72,7 +72,10 @@ mod tests {
         f.set(pod("a", None));
         assert!(!f.has_changes());
         f.set(pod("a", Some("n1")));
-        assert_eq!(f.take_changes(), vec![(pod("a", None), -1), (pod("a", Some("n1")), 1)]);
+        assert_eq!(
+            f.take_changes(),
+            vec![(pod("a", None), -1), (pod("a", Some("n1")), 1)]
+        );
         f.remove("Pod default/a");
         assert_eq!(f.take_changes(), vec![(pod("a", Some("n1")), -1)]);
     }

@@ -14,7 +14,9 @@ pub struct Series<'a> {
 }
 
 fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 /// A line chart with axes, ticks and a legend.
@@ -75,7 +77,13 @@ pub fn svg_line_chart(title: &str, x_label: &str, y_label: &str, series: &[Serie
     for (i, s) in series.iter().enumerate() {
         let mut d = String::new();
         for (j, (x, y)) in s.points.iter().enumerate() {
-            let _ = write!(d, "{}{:.1},{:.1} ", if j == 0 { "M" } else { "L" }, px(*x), py(*y));
+            let _ = write!(
+                d,
+                "{}{:.1},{:.1} ",
+                if j == 0 { "M" } else { "L" },
+                px(*x),
+                py(*y)
+            );
         }
         let _ = write!(
             svg,
@@ -110,7 +118,9 @@ fn format_tick(v: f64) -> String {
 }
 
 fn points(rows: &[TimelineRow], f: impl Fn(&TimelineRow) -> f64) -> Vec<(f64, f64)> {
-    rows.iter().map(|r| (r.minute as f64 / 60.0, f(r))).collect()
+    rows.iter()
+        .map(|r| (r.minute as f64 / 60.0, f(r)))
+        .collect()
 }
 
 /// Writes the report files into `dir` (created if missing).
@@ -121,7 +131,8 @@ pub fn write_report(dir: &Path, outcome: &ReplayOutcome) -> std::io::Result<()> 
         dir.join("summary.json"),
         serde_json::to_string_pretty(s).map_err(std::io::Error::other)?,
     )?;
-    let mut csv = String::from("minute,nodes,pods_pending,pods_running,cost_rate,lower_bound_rate\n");
+    let mut csv =
+        String::from("minute,nodes,pods_pending,pods_running,cost_rate,lower_bound_rate\n");
     for r in &outcome.timeline {
         let _ = writeln!(
             csv,
@@ -182,7 +193,12 @@ pub fn write_report(dir: &Path, outcome: &ReplayOutcome) -> std::io::Result<()> 
     let json = serde_json::to_value(s).map_err(std::io::Error::other)?;
     if let Some(obj) = json.as_object() {
         for (k, v) in obj {
-            let _ = write!(table, "<tr><th>{}</th><td>{}</td></tr>", escape(k), escape(&v.to_string()));
+            let _ = write!(
+                table,
+                "<tr><th>{}</th><td>{}</td></tr>",
+                escape(k),
+                escape(&v.to_string())
+            );
         }
     }
     let html = format!(

@@ -10,16 +10,20 @@
 use super::facts::FactSet;
 use super::summary::{CapacityTypeUsage, Percentiles, ReplaySummary, TimelineRow};
 use crate::{
-    node_for_instance, CloudEventKind, FleetError, InterruptionKind, OfferingKey, SimCloud, SimCluster,
-    SimConfig,
+    node_for_instance, CloudEventKind, FleetError, InterruptionKind, OfferingKey, SimCloud,
+    SimCluster, SimConfig,
 };
 use dovetail_actuate::{actions, Action};
 use dovetail_dataflow::catalog::{embedded, ResolveOptions};
 use dovetail_dataflow::decisions::{Decision, Launch};
 use dovetail_dataflow::engine::Engine;
 use dovetail_dataflow::facts::Fact;
-use dovetail_dataflow::model::{EC2NodeClass, InstanceType, NodePool, Pod, PodDisruptionBudget, Price};
-use dovetail_ingest::trace::{AppliedObject, InterruptKind, InterruptTarget, TimedEvent, TraceEvent};
+use dovetail_dataflow::model::{
+    EC2NodeClass, InstanceType, NodePool, Pod, PodDisruptionBudget, Price,
+};
+use dovetail_ingest::trace::{
+    AppliedObject, InterruptKind, InterruptTarget, TimedEvent, TraceEvent,
+};
 use dovetail_ingest::Manifests;
 use hdrhistogram::Histogram;
 use std::collections::{BTreeMap, BTreeSet};
@@ -126,7 +130,8 @@ impl World {
         Ok(World {
             engine: Engine::start(opts.workers, dovetail_queries::provisioning)?,
             epoch: 0,
-            cloud: SimCloud::new(opts.sim.clone()).map_err(|e| ReplayError::Cloud(e.to_string()))?,
+            cloud: SimCloud::new(opts.sim.clone())
+                .map_err(|e| ReplayError::Cloud(e.to_string()))?,
             cluster: SimCluster::new(),
             facts: FactSet::default(),
             nodepools: BTreeMap::new(),
@@ -155,7 +160,8 @@ impl World {
             let opts = ResolveOptions {
                 kubelet: class.kubelet.clone(),
                 enclaves_required: class.enclaves_enabled,
-                zones: (!class.status.subnet_zones.is_empty()).then(|| class.status.subnet_zones.clone()),
+                zones: (!class.status.subnet_zones.is_empty())
+                    .then(|| class.status.subnet_zones.clone()),
                 ephemeral_storage_gib: class
                     .root_volume_gib
                     .unwrap_or(ResolveOptions::default().ephemeral_storage_gib),
@@ -195,7 +201,8 @@ impl World {
             AppliedObject::NodeOverlay(o) => self.facts.set(Fact::Overlay(o.clone())),
             AppliedObject::DaemonSet(d) => self.facts.set(Fact::DaemonSet(d.clone())),
             AppliedObject::PodDisruptionBudget(p) => {
-                self.pdbs.insert(format!("{}/{}", p.namespace, p.name), p.clone());
+                self.pdbs
+                    .insert(format!("{}/{}", p.namespace, p.name), p.clone());
                 self.facts.set(Fact::Pdb(p.clone()));
             }
             // Priority classes were resolved into pods' priorities when the trace was read.
@@ -244,14 +251,17 @@ impl World {
             }
             TraceEvent::Delete(r) => {
                 let key = format!("{:?} {}", r.kind, r.name);
-                self.notes
-                    .insert(format!("trace deletes of objects ({key}, ...) are not replayed yet"));
+                self.notes.insert(format!(
+                    "trace deletes of objects ({key}, ...) are not replayed yet"
+                ));
             }
             TraceEvent::Price(change) => {
                 if let Some(it) = self.fleet_types.get_mut(&change.instance_type) {
                     let ct = change.capacity_type.as_str().to_string();
                     for o in it.offerings.iter_mut() {
-                        if o.capacity_type == ct && change.zone.as_ref().is_none_or(|z| *z == o.zone) {
+                        if o.capacity_type == ct
+                            && change.zone.as_ref().is_none_or(|z| *z == o.zone)
+                        {
                             o.price = Price::from_dollars(change.price_per_hour);
                         }
                     }
@@ -259,8 +269,10 @@ impl World {
                 self.refresh_instance_types(region)?;
             }
             TraceEvent::Capacity(_) => {
-                self.notes
-                    .insert("trace capacity changes are not replayed yet (set capacity in --sim-config)".to_string());
+                self.notes.insert(
+                    "trace capacity changes are not replayed yet (set capacity in --sim-config)"
+                        .to_string(),
+                );
             }
             TraceEvent::Interrupt(i) => {
                 let kind = match i.kind {
@@ -360,8 +372,10 @@ impl World {
                     self.drain(now, &name, "Interrupted");
                 }
                 CloudEventKind::RebalanceRecommendation => {
-                    self.notes
-                        .insert("rebalance recommendations were recorded, no action (as Karpenter)".to_string());
+                    self.notes.insert(
+                        "rebalance recommendations were recorded, no action (as Karpenter)"
+                            .to_string(),
+                    );
                 }
                 CloudEventKind::ScheduledChange => {
                     self.interruptions += 1;
@@ -455,8 +469,9 @@ impl World {
                     replan = true;
                 }
                 Err(FleetError::NoMatchingOfferings { .. }) => {
-                    self.notes
-                        .insert("some launches matched no offering in the simulated cloud".to_string());
+                    self.notes.insert(
+                        "some launches matched no offering in the simulated cloud".to_string(),
+                    );
                 }
             }
         }
@@ -464,7 +479,10 @@ impl World {
     }
 
     fn alive_nodes(&self) -> u64 {
-        self.cloud.instances().filter(|i| i.state.is_alive()).count() as u64
+        self.cloud
+            .instances()
+            .filter(|i| i.state.is_alive())
+            .count() as u64
     }
 
     fn cost_rate(&self) -> f64 {
@@ -492,13 +510,19 @@ impl World {
     }
 
     fn pods_pending(&self) -> u64 {
-        self.cluster.pods().filter(|p| p.node_name.is_none()).count() as u64
+        self.cluster
+            .pods()
+            .filter(|p| p.node_name.is_none())
+            .count() as u64
     }
 }
 
 /// The node as the engine should see it: startup taints do not block scheduling (Karpenter
 /// ignores them when planning), so only the NodePool's taints are kept.
-fn engine_view(mut node: dovetail_dataflow::model::Node, pool: &NodePool) -> dovetail_dataflow::model::Node {
+fn engine_view(
+    mut node: dovetail_dataflow::model::Node,
+    pool: &NodePool,
+) -> dovetail_dataflow::model::Node {
     node.taints.retain(|t| !pool.startup_taints.contains(t));
     node
 }
@@ -581,7 +605,7 @@ pub fn replay(
         }
         w.peak_nodes = w.peak_nodes.max(w.alive_nodes());
         steps += 1;
-        if steps % 200 == 0 {
+        if steps.is_multiple_of(200) {
             progress(Progress {
                 now_ms: now,
                 end_ms,
@@ -617,8 +641,12 @@ pub fn replay(
         .collect();
     for pod in stuck {
         let engine = decisions.iter().find_map(|d| match d {
-            Decision::Binding { pod: p, target } if *p == pod => Some(format!("engine placed it on {target}")),
-            Decision::Unschedulable { pod: p, reason } if *p == pod => Some(format!("engine: unschedulable: {reason}")),
+            Decision::Binding { pod: p, target } if *p == pod => {
+                Some(format!("engine placed it on {target}"))
+            }
+            Decision::Unschedulable { pod: p, reason } if *p == pod => {
+                Some(format!("engine: unschedulable: {reason}"))
+            }
             _ => None,
         });
         let engine = engine.unwrap_or_else(|| "engine has no decision for it".to_string());
@@ -676,7 +704,11 @@ pub fn replay(
         notes,
     };
     let mut instances: Vec<crate::Instance> = w.cloud.instances().cloned().collect();
-    instances.sort_by(|a, b| a.launched_ms.cmp(&b.launched_ms).then_with(|| a.id.cmp(&b.id)));
+    instances.sort_by(|a, b| {
+        a.launched_ms
+            .cmp(&b.launched_ms)
+            .then_with(|| a.id.cmp(&b.id))
+    });
     Ok(ReplayOutcome {
         summary,
         timeline,
