@@ -61,10 +61,17 @@ impl InstanceType {
 
     /// The cheapest available offering that `allowed` admits (zone and capacity type).
     pub fn cheapest_offering(&self, allowed: &Requirements) -> Option<&Offering> {
+        self.cheapest_offering_in(&OfferingFilter::new(allowed))
+    }
+
+    /// As [`InstanceType::cheapest_offering`], with the filter looked up once by the caller.
+    pub fn cheapest_offering_in(&self, filter: &OfferingFilter<'_>) -> Option<&Offering> {
         self.offerings
             .iter()
-            .filter(|o| o.available && offering_allowed(o, allowed))
-            .min_by_key(|o| (o.price, &o.zone, &o.capacity_type))
+            .filter(|o| o.available && filter.allows(o))
+            .min_by(|a, b| {
+                (a.price, &a.zone, &a.capacity_type).cmp(&(b.price, &b.zone, &b.capacity_type))
+            })
     }
 }
 

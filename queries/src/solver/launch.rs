@@ -4,7 +4,7 @@
 use super::ClassInput;
 use crate::types::PoolTypes;
 use dovetail_dataflow::decisions::Launch;
-use dovetail_dataflow::model::instance_type::offering_allowed;
+use dovetail_dataflow::model::instance_type::OfferingFilter;
 use dovetail_dataflow::model::labels::INSTANCE_TYPE;
 use dovetail_dataflow::model::{Requirement, Requirements};
 use dovetail_dataflow::stable_hash::stable_hash;
@@ -21,11 +21,12 @@ pub fn launch(
     classes: &[ClassInput<'_>],
     ordinals: &mut BTreeMap<u64, u32>,
 ) -> Launch {
+    let filter = OfferingFilter::new(requirements);
     let mut priced: Vec<(i64, &str, usize)> = types
         .iter()
         .filter_map(|&t| {
             let pt = pool.types.get(t as usize)?;
-            let o = pt.instance_type.cheapest_offering(requirements)?;
+            let o = pt.instance_type.cheapest_offering_in(&filter)?;
             Some((o.price.0, pt.instance_type.name.as_str(), t as usize))
         })
         .collect();
@@ -38,7 +39,7 @@ pub fn launch(
             .instance_type
             .offerings
             .iter()
-            .filter(|o| o.available && offering_allowed(o, requirements))
+            .filter(|o| o.available && filter.allows(o))
         {
             zones.insert(o.zone.clone());
             capacity_types.insert(o.capacity_type.clone());

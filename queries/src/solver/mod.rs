@@ -737,7 +737,7 @@ impl<'a> Solver<'a> {
             }
             let price = chosen
                 .iter()
-                .filter_map(|&t| pt.get(t as usize)?.instance_type.cheapest_offering(merged))
+                .filter_map(|&t| pt.get(t as usize)?.instance_type.cheapest_offering_in(&offerings))
                 .map(|o| o.price.0)
                 .min()
                 .unwrap_or(i64::MAX);
