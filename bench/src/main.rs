@@ -1,0 +1,87 @@
+//! `dovetail-bench`: rebuilds Karpenter's scheduling benchmark and measures dovetail on it.
+
+use anyhow::{bail, Result};
+use clap::Parser;
+use dovetail_bench::measure::{run, Settings};
+use dovetail_bench::report::{read_summary, tables, write_all};
+use std::path::PathBuf;
+
+/// Karpenter's scheduling benchmark mix: cold solves, then single-pod changes applied
+/// incrementally and recomputed from scratch.
+#[derive(Debug, Parser)]
+#[command(name = "dovetail-bench", version)]
+struct Args {
+    /// Pod counts of the cold solves; changes run at the largest.
+    #[arg(long, value_delimiter = ',', default_value = "1000,5000,20000")]
+    sizes: Vec<usize>,
+    /// Single-pod changes at the largest size (alternately add and remove).
+    #[arg(long, default_value_t = 200)]
+    changes: usize,
+    /// Timely worker counts to run everything with.
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    workers: Vec<usize>,
+    /// Compute the state from scratch after every this many changes (at least five samples).
+    #[arg(long, default_value_t = 20)]
+    sample_every: usize,
+    /// Seed of the pod generator.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Where to write summary.json, report.md and chart.svg.
+    #[arg(long, default_value = "target/bench-report")]
+    out: PathBuf,
+    /// A note to add to the report (repeatable), e.g. why --changes was reduced.
+    #[arg(long)]
+    note: Vec<String>,
+    /// Measure nothing: re-render report.md and chart.svg (and summary.json) into --out from
+    /// this summary.json, adding any --note.
+    #[arg(long)]
+    render: Option<PathBuf>,
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    if let Some(path) = &args.render {
+        let saved = read_summary(path)?;
+        let mut notes = saved.notes;
+        notes.extend(args.note.iter().cloned());
+        println!("{}", tables(&saved.settings, &saved.results, &notes));
+        write_all(
+            &args.out,
+            &saved.command,
+            &saved.settings,
+            &saved.results,
+            &notes,
+        )?;
+        println!(
+            "wrote {}/{{summary.json,report.md,chart.svg}}",
+            args.out.display()
+        );
+        return Ok(());
+    }
+    if args.sizes.is_empty() || args.sizes.contains(&0) {
+        bail!("--sizes needs at least one positive pod count");
+    }
+    if args.workers.is_empty() || args.workers.contains(&0) {
+        bail!("--workers needs at least one positive worker count");
+    }
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let settings = Settings {
+        sizes: args.sizes,
+        changes: args.changes,
+        workers: args.workers,
+        seed: args.seed,
+        sample_every: args.sample_every,
+    };
+    println!(
+        "dovetail-bench: sizes {:?}, workers {:?}, {} changes, seed {}",
+        settings.sizes, settings.workers, settings.changes, settings.seed
+    );
+    let results = run(&settings)?;
+    println!("\n{}", tables(&settings, &results, &args.note));
+    write_all(&args.out, &command, &settings, &results, &args.note)?;
+    println!(
+        "wrote {}/{{summary.json,report.md,chart.svg}}",
+        args.out.display()
+    );
+    Ok(())
+}

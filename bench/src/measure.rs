@@ -1,0 +1,386 @@
+//! The scenarios: a cold solve at each size, then, at the largest size, single-pod changes
+//! applied incrementally and, for a sample of the states they reach, the same state computed by a
+//! fresh engine from nothing.
+
+use crate::workload::{infrastructure, Workload};
+use anyhow::{Context, Result};
+use dovetail_dataflow::decisions::Decision;
+use dovetail_dataflow::engine::Engine;
+use dovetail_dataflow::facts::Fact;
+use dovetail_dataflow::model::Pod;
+use dovetail_queries::provisioning;
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
+
+/// What to run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Settings {
+    pub sizes: Vec<usize>,
+    pub changes: usize,
+    pub workers: Vec<usize>,
+    pub seed: u64,
+    /// Compute the state from scratch after every this many changes (lowered so that there are
+    /// at least five samples when there are at least five changes).
+    pub sample_every: usize,
+}
+
+impl Settings {
+    pub fn effective_sample_every(&self) -> usize {
+        self.sample_every.clamp(1, (self.changes / 5).max(1))
+    }
+}
+
+/// The sanity counts of one set of decisions.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Tally {
+    pub launches: usize,
+    pub bound: usize,
+    pub unschedulable: usize,
+    /// Pods with neither a binding nor an unschedulable decision.
+    pub unaccounted: usize,
+    /// Pods with more than one such decision.
+    pub duplicated: usize,
+    /// The sum of the launches' cheapest prices, dollars per hour.
+    pub launch_price_per_hour: f64,
+    /// The engine's lower bound on that cost, dollars per hour.
+    pub lower_bound_per_hour: f64,
+    /// The engine's lower bound on the cost of running every pod, dollars per hour.
+    pub cluster_lower_bound_per_hour: f64,
+    /// Unschedulable pods by reason, most frequent first (at most five).
+    pub unschedulable_reasons: Vec<(String, usize)>,
+}
+
+impl Tally {
+    pub fn of(decisions: &[Decision], pods: &[Pod]) -> Tally {
+        let mut tally = Tally::default();
+        let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut reasons: BTreeMap<&str, usize> = BTreeMap::new();
+        for d in decisions {
+            match d {
+                Decision::Launch(l) => {
+                    tally.launches += 1;
+                    tally.launch_price_per_hour += l.price.dollars();
+                }
+                Decision::Binding { pod, .. } => {
+                    tally.bound += 1;
+                    *seen.entry(pod.as_str()).or_insert(0) += 1;
+                }
+                Decision::Unschedulable { pod, reason } => {
+                    tally.unschedulable += 1;
+                    *seen.entry(pod.as_str()).or_insert(0) += 1;
+                    *reasons.entry(reason.as_str()).or_insert(0) += 1;
+                }
+                Decision::LowerBound(p) => tally.lower_bound_per_hour += p.dollars(),
+                Decision::ClusterLowerBound(p) => tally.cluster_lower_bound_per_hour += p.dollars(),
+            }
+        }
+        for p in pods {
+            match seen.get(p.key().as_str()) {
+                None => tally.unaccounted += 1,
+                Some(&n) if n > 1 => tally.duplicated += 1,
+                Some(_) => {}
+            }
+        }
+        let mut reasons: Vec<(String, usize)> = reasons
+            .into_iter()
+            .map(|(r, n)| (r.to_string(), n))
+            .collect();
+        reasons.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        reasons.truncate(5);
+        tally.unschedulable_reasons = reasons;
+        tally
+    }
+}
+
+/// One cold solve.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Cold {
+    pub workers: usize,
+    pub pods: usize,
+    /// From facts sent to decisions returned.
+    pub seconds: f64,
+    pub pods_per_sec: f64,
+    /// Starting the engine's worker threads (not included in `seconds`).
+    pub engine_start_ms: f64,
+    pub tally: Tally,
+}
+
+/// Latency percentiles in microseconds.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Percentiles {
+    pub count: u64,
+    pub p50_us: u64,
+    pub p90_us: u64,
+    pub p99_us: u64,
+    pub max_us: u64,
+    pub mean_us: f64,
+}
+
+impl Percentiles {
+    fn of(h: &Histogram<u64>) -> Percentiles {
+        if h.is_empty() {
+            return Percentiles::default();
+        }
+        Percentiles {
+            count: h.len(),
+            p50_us: h.value_at_quantile(0.50),
+            p90_us: h.value_at_quantile(0.90),
+            p99_us: h.value_at_quantile(0.99),
+            max_us: h.max(),
+            mean_us: h.mean(),
+        }
+    }
+}
+
+/// The change scenario at one size and worker count.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Changes {
+    pub workers: usize,
+    pub pods: usize,
+    pub changes: usize,
+    pub sample_every: usize,
+    pub incremental: Percentiles,
+    pub incremental_add: Percentiles,
+    pub incremental_remove: Percentiles,
+    /// Decisions changed per change (each diff counts once).
+    pub mean_decision_diffs: f64,
+    /// Of those, Launch diffs (a renamed or re-typed launch counts twice: retracted, asserted).
+    pub mean_launch_diffs: f64,
+    /// Of those, Binding and Unschedulable diffs.
+    pub mean_binding_diffs: f64,
+    pub from_scratch: Percentiles,
+    /// From-scratch median over incremental median.
+    pub ratio_p50: f64,
+    pub checks: usize,
+    /// Samples where the incremental engine's decisions equal the fresh engine's.
+    pub agreeing: usize,
+    /// A description of each disagreement (at most five).
+    pub disagreements: Vec<String>,
+    /// The sanity counts of the final state.
+    pub final_tally: Tally,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Results {
+    pub cold: Vec<Cold>,
+    pub changes: Vec<Changes>,
+}
+
+fn histogram() -> Result<Histogram<u64>> {
+    // 1 µs to 1 hour at three significant figures.
+    Histogram::new_with_bounds(1, 3_600_000_000, 3).context("creating a latency histogram")
+}
+
+fn micros(since: Instant) -> u64 {
+    u64::try_from(since.elapsed().as_micros())
+        .unwrap_or(u64::MAX)
+        .max(1)
+}
+
+fn facts_for(pods: &[Pod]) -> Vec<(Fact, isize)> {
+    let mut facts: Vec<(Fact, isize)> = infrastructure().into_iter().map(|f| (f, 1)).collect();
+    facts.extend(pods.iter().cloned().map(|p| (Fact::Pod(p), 1)));
+    facts
+}
+
+/// A fresh engine that has computed `pods` from nothing, and how long the computation took
+/// (engine start excluded).
+fn from_scratch(workers: usize, pods: &[Pod]) -> Result<(Engine, f64, u64)> {
+    let facts = facts_for(pods);
+    let started = Instant::now();
+    let mut engine = Engine::start(workers, provisioning).context("starting the engine")?;
+    let start_ms = started.elapsed().as_secs_f64() * 1e3;
+    let t = Instant::now();
+    engine.advance(1, facts).context("advancing the engine")?;
+    Ok((engine, start_ms, micros(t)))
+}
+
+fn describe_difference(incremental: &[Decision], scratch: &[Decision]) -> String {
+    let a: BTreeSet<&Decision> = incremental.iter().collect();
+    let b: BTreeSet<&Decision> = scratch.iter().collect();
+    let only_a: Vec<&&Decision> = a.difference(&b).collect();
+    let only_b: Vec<&&Decision> = b.difference(&a).collect();
+    let first = |v: &[&&Decision]| {
+        v.first()
+            .map(|d| {
+                let s = format!("{d:?}");
+                s.chars().take(200).collect::<String>()
+            })
+            .unwrap_or_default()
+    };
+    format!(
+        "{} decisions only incremental (e.g. {}), {} only from scratch (e.g. {}); counts {} vs {}",
+        only_a.len(),
+        first(&only_a),
+        only_b.len(),
+        first(&only_b),
+        incremental.len(),
+        scratch.len()
+    )
+}
+
+/// Runs every scenario, printing progress.
+pub fn run(settings: &Settings) -> Result<Results> {
+    let mut results = Results::default();
+    let mut sizes = settings.sizes.clone();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let largest = sizes.last().copied().unwrap_or(0);
+    for &workers in &settings.workers {
+        for &size in &sizes {
+            let mut workload = Workload::new(settings.seed);
+            let pods = workload.initial(size);
+            let (engine, start_ms, us) = from_scratch(workers, &pods)?;
+            let seconds = us as f64 / 1e6;
+            let tally = Tally::of(&engine.decisions(), &pods);
+            println!(
+                "cold {size} pods, {workers} worker(s): {seconds:.3} s ({:.0} pods/s); {} launches, {} bound, {} unschedulable, {} unaccounted",
+                size as f64 / seconds,
+                tally.launches,
+                tally.bound,
+                tally.unschedulable,
+                tally.unaccounted
+            );
+            for (reason, n) in &tally.unschedulable_reasons {
+                println!("    unschedulable x{n}: {reason}");
+            }
+            results.cold.push(Cold {
+                workers,
+                pods: size,
+                seconds,
+                pods_per_sec: size as f64 / seconds,
+                engine_start_ms: start_ms,
+                tally,
+            });
+            if size == largest && settings.changes > 0 {
+                let changes = run_changes(settings, workers, engine, workload, pods)?;
+                results.changes.push(changes);
+            }
+        }
+    }
+    Ok(results)
+}
+
+fn run_changes(
+    settings: &Settings,
+    workers: usize,
+    mut engine: Engine,
+    mut workload: Workload,
+    mut live: Vec<Pod>,
+) -> Result<Changes> {
+    let pods = live.len();
+    let sample_every = settings.effective_sample_every();
+    let progress_every = (settings.changes / 10).max(1);
+    let mut all = histogram()?;
+    let mut adds = histogram()?;
+    let mut removes = histogram()?;
+    let mut scratch = histogram()?;
+    let mut diffs_total = 0usize;
+    let mut launch_diffs = 0usize;
+    let mut binding_diffs = 0usize;
+    let mut checks = 0;
+    let mut agreeing = 0;
+    let mut disagreements = Vec::new();
+    let mut epoch = engine.epoch();
+    for i in 0..settings.changes {
+        let (update, is_add) = if i % 2 == 0 || live.is_empty() {
+            let pod = workload.random_pod();
+            live.push(pod.clone());
+            ((Fact::Pod(pod), 1), true)
+        } else {
+            let k = workload.below(live.len());
+            let pod = live.swap_remove(k);
+            ((Fact::Pod(pod), -1), false)
+        };
+        epoch += 1;
+        let t = Instant::now();
+        let diffs = engine
+            .advance(epoch, vec![update])
+            .context("advancing the engine")?;
+        let us = micros(t);
+        diffs_total += diffs.len();
+        for (d, _) in &diffs {
+            match d {
+                Decision::Launch(_) => launch_diffs += 1,
+                Decision::Binding { .. } | Decision::Unschedulable { .. } => binding_diffs += 1,
+                _ => {}
+            }
+        }
+        all.saturating_record(us);
+        if is_add {
+            adds.saturating_record(us);
+        } else {
+            removes.saturating_record(us);
+        }
+        if (i + 1) % sample_every == 0 {
+            let (fresh, _, scratch_us) = from_scratch(workers, &live)?;
+            scratch.saturating_record(scratch_us);
+            checks += 1;
+            let (a, b) = (engine.decisions(), fresh.decisions());
+            if a == b {
+                agreeing += 1;
+            } else if disagreements.len() < 5 {
+                disagreements.push(format!(
+                    "after change {}: {}",
+                    i + 1,
+                    describe_difference(&a, &b)
+                ));
+            }
+            println!(
+                "    from scratch after change {}: {:.3} s, decisions {}",
+                i + 1,
+                scratch_us as f64 / 1e6,
+                if a == b { "agree" } else { "DIFFER" }
+            );
+        }
+        if (i + 1) % progress_every == 0 {
+            println!(
+                "changes ({workers} worker(s), {pods} pods): {}/{} (last {:.1} ms, {} decision diffs)",
+                i + 1,
+                settings.changes,
+                us as f64 / 1e3,
+                diffs.len()
+            );
+        }
+    }
+    let incremental = Percentiles::of(&all);
+    let from_scratch = Percentiles::of(&scratch);
+    let ratio_p50 = if incremental.p50_us > 0 {
+        from_scratch.p50_us as f64 / incremental.p50_us as f64
+    } else {
+        0.0
+    };
+    let final_tally = Tally::of(&engine.decisions(), &live);
+    let per_change = |n: usize| {
+        if settings.changes > 0 {
+            n as f64 / settings.changes as f64
+        } else {
+            0.0
+        }
+    };
+    println!(
+        "changes ({workers} worker(s)): incremental p50 {:.1} ms, from scratch p50 {:.1} ms, ratio {ratio_p50:.1}x; {agreeing}/{checks} checks agree",
+        incremental.p50_us as f64 / 1e3,
+        from_scratch.p50_us as f64 / 1e3
+    );
+    Ok(Changes {
+        workers,
+        pods,
+        changes: settings.changes,
+        sample_every,
+        incremental,
+        incremental_add: Percentiles::of(&adds),
+        incremental_remove: Percentiles::of(&removes),
+        mean_decision_diffs: per_change(diffs_total),
+        mean_launch_diffs: per_change(launch_diffs),
+        mean_binding_diffs: per_change(binding_diffs),
+        from_scratch,
+        ratio_p50,
+        checks,
+        agreeing,
+        disagreements,
+        final_tally,
+    })
+}
