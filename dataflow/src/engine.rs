@@ -113,7 +113,12 @@ impl Engine {
                         }
                         facts_in.advance_to(to);
                         facts_in.flush();
-                        worker.step_while(|| probe.less_than(&to));
+                        // Park briefly when there is nothing to do rather than spin: on two
+                        // cores a spinning worker starves the one doing the work. The bound
+                        // keeps a missed wake-up from stalling an epoch.
+                        worker.step_or_park_while(Some(std::time::Duration::from_millis(1)), || {
+                            probe.less_than(&to)
+                        });
                         if out.send(Message::Caught).is_err() {
                             return;
                         }
