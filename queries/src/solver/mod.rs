@@ -295,11 +295,7 @@ impl<'a> Solver<'a> {
             if group.per_node() {
                 continue;
             }
-            let present: BTreeSet<String> = self.topo.counts[g]
-                .iter()
-                .filter(|(_, c)| **c > 0)
-                .map(|(d, _)| d.clone())
-                .collect();
+            let present = self.topo.occupied(g);
             if !present.is_empty() {
                 reqs.add(group.key.clone(), Requirement::finite(present));
             } else if topo.member_of.contains(&g) {
@@ -333,11 +329,7 @@ impl<'a> Solver<'a> {
             if group.per_node() {
                 continue;
             }
-            let occupied: BTreeSet<String> = self.topo.counts[g]
-                .iter()
-                .filter(|(_, c)| **c > 0)
-                .map(|(d, _)| d.clone())
-                .collect();
+            let occupied = self.topo.occupied(g);
             if !occupied.is_empty() {
                 reqs.add(
                     group.key.clone(),
@@ -737,7 +729,11 @@ impl<'a> Solver<'a> {
             }
             let price = chosen
                 .iter()
-                .filter_map(|&t| pt.get(t as usize)?.instance_type.cheapest_offering_in(&offerings))
+                .filter_map(|&t| {
+                    pt.get(t as usize)?
+                        .instance_type
+                        .cheapest_offering_in(&offerings)
+                })
                 .map(|o| o.price.0)
                 .min()
                 .unwrap_or(i64::MAX);

@@ -3,7 +3,7 @@
 
 use crate::types::PodClass;
 use dovetail_dataflow::model::labels::HOSTNAME;
-use dovetail_dataflow::model::{LabelSelector, WhenUnsatisfiable};
+use dovetail_dataflow::model::{LabelSelector, PodAffinityTerm, WhenUnsatisfiable};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The pods one constraint counts: those in `namespaces` whose labels match `selector`,
@@ -75,32 +75,41 @@ impl Topology {
             out.spreads.push((g, s.max_skew.max(1), s.min_domains));
         }
         for term in &class.scheduling.pod_affinity {
-            let namespaces = if term.namespaces.is_empty() {
-                own_ns()
-            } else {
-                term.namespaces.clone()
-            };
-            let g = self.intern(Group {
-                key: term.topology_key.clone(),
-                selector: term.selector.clone(),
-                namespaces,
-            });
+            let g = self.term_group(class, term);
             out.affinity.push(g);
         }
         for term in &class.scheduling.pod_anti_affinity {
-            let namespaces = if term.namespaces.is_empty() {
-                own_ns()
-            } else {
-                term.namespaces.clone()
-            };
-            let g = self.intern(Group {
-                key: term.topology_key.clone(),
-                selector: term.selector.clone(),
-                namespaces,
-            });
+            let g = self.term_group(class, term);
             out.anti_affinity.push(g);
         }
         out
+    }
+
+    /// The group an affinity term counts; no namespaces means the pod's own.
+    fn term_group(&mut self, class: &PodClass, term: &PodAffinityTerm) -> usize {
+        let namespaces = if term.namespaces.is_empty() {
+            BTreeSet::from([class.namespace.clone()])
+        } else {
+            term.namespaces.clone()
+        };
+        self.intern(Group {
+            key: term.topology_key.clone(),
+            selector: term.selector.clone(),
+            namespaces,
+        })
+    }
+
+    /// The domains where the group has pods.
+    pub fn occupied(&self, group: usize) -> BTreeSet<String> {
+        self.counts
+            .get(group)
+            .map(|c| {
+                c.iter()
+                    .filter(|(_, n)| **n > 0)
+                    .map(|(d, _)| d.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// Fills in `member_of` once every class has registered its groups.
