@@ -116,9 +116,10 @@ impl Engine {
                         // Park briefly when there is nothing to do rather than spin: on two
                         // cores a spinning worker starves the one doing the work. The bound
                         // keeps a missed wake-up from stalling an epoch.
-                        worker.step_or_park_while(Some(std::time::Duration::from_millis(1)), || {
-                            probe.less_than(&to)
-                        });
+                        worker
+                            .step_or_park_while(Some(std::time::Duration::from_millis(1)), || {
+                                probe.less_than(&to)
+                            });
                         if out.send(Message::Caught).is_err() {
                             return;
                         }
