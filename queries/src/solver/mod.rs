@@ -18,10 +18,10 @@ pub mod topology;
 use crate::types::{ClassId, Compatibility, NodeState, PodClass, PoolTypes};
 use bin::{Bin, BinKind};
 use dovetail_dataflow::decisions::{Launch, Placement};
-use dovetail_dataflow::model::instance_type::{offering_allowed, OfferingFilter};
+use dovetail_dataflow::model::instance_type::OfferingFilter;
 use dovetail_dataflow::model::labels::{CAPACITY_TYPE, NODEPOOL, ZONE};
 use dovetail_dataflow::model::taints::first_untolerated;
-use dovetail_dataflow::model::{Milli, Requirement, Requirements, Resources};
+use dovetail_dataflow::model::{InstanceType, Milli, Requirement, Requirements, Resources};
 use std::collections::{BTreeMap, BTreeSet};
 use topology::{water_fill, ClassTopology, Topology};
 
@@ -100,6 +100,24 @@ pub fn solve(input: SolverInput<'_>) -> SolverOutput {
         solver.place_class(ci);
     }
     solver.finish()
+}
+
+/// The zones (or capacity types, by `key`) of a type's available offerings the filter admits.
+fn offering_values<'a>(
+    it: &'a InstanceType,
+    key: &'a str,
+    filter: &'a OfferingFilter<'_>,
+) -> impl Iterator<Item = &'a str> + 'a {
+    it.offerings
+        .iter()
+        .filter(|o| o.available && filter.allows(o))
+        .map(move |o| {
+            if key == ZONE {
+                o.zone.as_str()
+            } else {
+                o.capacity_type.as_str()
+            }
+        })
 }
 
 fn bitset(indices: &[u32], len: usize) -> Vec<u64> {
@@ -230,6 +248,7 @@ impl<'a> Solver<'a> {
     /// its compatible types, and from existing nodes it could use.
     fn domains(&self, ci: usize, key: &str, reqs: &Requirements) -> BTreeSet<String> {
         let mut out = BTreeSet::new();
+        let filter = OfferingFilter::new(reqs);
         for (p, bits) in self.compat_bits[ci].iter().enumerate() {
             let Some(bits) = bits else { continue };
             for (t, pt) in self.pools[p].types.iter().enumerate() {
@@ -238,17 +257,7 @@ impl<'a> Solver<'a> {
                 }
                 let it = &pt.instance_type;
                 if key == ZONE || key == CAPACITY_TYPE {
-                    for o in it
-                        .offerings
-                        .iter()
-                        .filter(|o| o.available && offering_allowed(o, reqs))
-                    {
-                        out.insert(if key == ZONE {
-                            o.zone.clone()
-                        } else {
-                            o.capacity_type.clone()
-                        });
-                    }
+                    out.extend(offering_values(it, key, &filter).map(str::to_string));
                 } else if let Some(r) = it.requirements.get(key) {
                     if !r.complement {
                         out.extend(r.values.iter().filter(|v| reqs.allows(key, v)).cloned());
@@ -750,6 +759,7 @@ impl<'a> Solver<'a> {
     }
 
     fn min_values_met(&self, pool: usize, types: &[u32], merged: &Requirements) -> bool {
+        let filter = OfferingFilter::new(merged);
         for (key, r) in &merged.0 {
             let Some(min) = r.min_values else { continue };
             let mut values: BTreeSet<&str> = BTreeSet::new();
@@ -759,17 +769,7 @@ impl<'a> Solver<'a> {
                 };
                 let it = &pt.instance_type;
                 if key == ZONE || key == CAPACITY_TYPE {
-                    for o in it
-                        .offerings
-                        .iter()
-                        .filter(|o| o.available && offering_allowed(o, merged))
-                    {
-                        values.insert(if key == ZONE {
-                            &o.zone
-                        } else {
-                            &o.capacity_type
-                        });
-                    }
+                    values.extend(offering_values(it, key, &filter));
                 } else if key == dovetail_dataflow::model::labels::INSTANCE_TYPE {
                     values.insert(&it.name);
                 } else if let Some(tr) = it.requirements.get(key) {
