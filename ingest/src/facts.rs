@@ -10,14 +10,7 @@ pub fn manifest_facts(m: &Manifests, region: &str) -> Result<Vec<Fact>, CatalogE
     let catalog = embedded(region)?;
     let mut facts = Vec::new();
     for c in &m.nodeclasses {
-        let opts = ResolveOptions {
-            kubelet: c.kubelet.clone(),
-            enclaves_required: c.enclaves_enabled,
-            zones: (!c.status.subnet_zones.is_empty()).then(|| c.status.subnet_zones.clone()),
-            ephemeral_storage_gib: c
-                .root_volume_gib
-                .unwrap_or(ResolveOptions::default().ephemeral_storage_gib),
-        };
+        let opts = ResolveOptions::for_node_class(c);
         for it in catalog.instance_types(&opts) {
             facts.push(Fact::InstanceType {
                 node_class: c.name.clone(),

@@ -34,6 +34,22 @@ impl Default for ResolveOptions {
     }
 }
 
+impl ResolveOptions {
+    /// What an EC2NodeClass asks of its instance types: its kubelet settings, enclave support,
+    /// the zones of its resolved subnets (all zones while none are resolved) and its root volume.
+    pub fn for_node_class(class: &crate::model::EC2NodeClass) -> Self {
+        ResolveOptions {
+            kubelet: class.kubelet.clone(),
+            enclaves_required: class.enclaves_enabled,
+            zones: (!class.status.subnet_zones.is_empty())
+                .then(|| class.status.subnet_zones.clone()),
+            ephemeral_storage_gib: class
+                .root_volume_gib
+                .unwrap_or(DEFAULT_EPHEMERAL_STORAGE_GIB),
+        }
+    }
+}
+
 impl RegionCatalog {
     /// Every type a NodePool with these options can launch in the region, sorted by name.
     ///

@@ -157,15 +157,7 @@ impl World {
     fn refresh_instance_types(&mut self, region: &str) -> Result<(), ReplayError> {
         let catalog = embedded(region)?;
         for class in self.nodeclasses.values() {
-            let opts = ResolveOptions {
-                kubelet: class.kubelet.clone(),
-                enclaves_required: class.enclaves_enabled,
-                zones: (!class.status.subnet_zones.is_empty())
-                    .then(|| class.status.subnet_zones.clone()),
-                ephemeral_storage_gib: class
-                    .root_volume_gib
-                    .unwrap_or(ResolveOptions::default().ephemeral_storage_gib),
-            };
+            let opts = ResolveOptions::for_node_class(class);
             for mut it in catalog.instance_types(&opts) {
                 let sold = self.fleet_types.get(&it.name);
                 for o in it.offerings.iter_mut() {
