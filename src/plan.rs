@@ -78,7 +78,7 @@ pub fn assemble(decisions: Vec<Decision>, notes: Vec<String>) -> PlanOutput {
                 unschedulable.push(UnschedulableOut { pod, reason })
             }
             Decision::LowerBound(p) => lower_bound += p.0,
-            Decision::ClusterLowerBound(_) => {}
+            Decision::ClusterLowerBound(_) | Decision::Disruption(_) | Decision::Adopt { .. } => {}
         }
     }
     let mut pods_of: BTreeMap<&str, Vec<String>> = BTreeMap::new();

@@ -74,6 +74,7 @@ impl Tally {
                 }
                 Decision::LowerBound(p) => tally.lower_bound_per_hour += p.dollars(),
                 Decision::ClusterLowerBound(p) => tally.cluster_lower_bound_per_hour += p.dollars(),
+                Decision::Disruption(_) | Decision::Adopt { .. } => {}
             }
         }
         for p in pods {

@@ -49,4 +49,52 @@ pub enum Decision {
     LowerBound(Price),
     /// The fractional lower bound on the cost per hour of running every pod (pending and bound).
     ClusterLowerBound(Price),
+    /// A node to disrupt, or a candidate that is blocked (with why).
+    Disruption(Disruption),
+    /// A NodeClaim seen without dovetail's drift-hash annotations: write these, so later
+    /// changes of its NodePool or EC2NodeClass drift it.
+    Adopt {
+        nodeclaim: String,
+        nodepool_hash: String,
+        nodeclass_hash: String,
+    },
+}
+
+/// Why a node is disrupted, in Karpenter's words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum DisruptionReason {
+    Interrupted,
+    Expired,
+    Empty,
+    Drifted,
+    Underutilized,
+}
+
+impl DisruptionReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DisruptionReason::Interrupted => "Interrupted",
+            DisruptionReason::Expired => "Expired",
+            DisruptionReason::Empty => "Empty",
+            DisruptionReason::Drifted => "Drifted",
+            DisruptionReason::Underutilized => "Underutilized",
+        }
+    }
+}
+
+/// A disruption of one node, alone or as part of a multi-node command.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Disruption {
+    pub node: String,
+    pub nodeclaim: Option<String>,
+    pub nodepool: String,
+    pub reason: DisruptionReason,
+    /// Shared by the nodes of one command; `None` for a blocked candidate.
+    pub command: Option<String>,
+    /// Names of the replacement launches (also listed as `Decision::Launch`).
+    pub replacements: Vec<String>,
+    /// What the whole command saves per hour (node prices minus replacement prices).
+    pub savings_per_hour: Price,
+    /// Why the candidate is not disrupted now (`None`: it is).
+    pub blocked_by: Option<String>,
 }

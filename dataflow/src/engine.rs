@@ -6,11 +6,13 @@
 //! caller-supplied function, so this crate knows nothing of what they compute.
 
 use crate::decisions::Decision;
-use crate::facts::Fact;
+use crate::facts::{Fact, Minute};
 use crossbeam_channel::{unbounded, Receiver, Sender};
 use differential_dataflow::input::Input;
 use differential_dataflow::VecCollection;
+use std::cell::RefCell;
 use std::collections::HashMap;
+use std::rc::Rc;
 use thiserror::Error;
 use timely::dataflow::ProbeHandle;
 use timely::WorkerConfig;
@@ -63,6 +65,8 @@ pub struct Engine {
     guards: Option<timely::communication::WorkerGuards<()>>,
     epoch: Epoch,
     decisions: HashMap<Decision, isize>,
+    /// The `Fact::Clock` currently inserted.
+    clock: Option<Minute>,
 }
 
 impl Engine {
@@ -95,12 +99,16 @@ impl Engine {
             };
             let out = out_tx.clone();
             let probe = ProbeHandle::<Epoch>::new();
+            // Outputs are held until their time is closed: a query may emit an update at a
+            // future time (a timer, e.g. a node that expires at its `expireAfter`), and it is
+            // not a decision until the clock reaches it.
+            let held: Rc<RefCell<Vec<(Decision, Epoch, isize)>>> = Rc::default();
             let mut facts_in = worker.dataflow::<Epoch, _, _>(|scope| {
                 let (input, facts) = scope.new_collection::<Fact, isize>();
-                let sink = out.clone();
+                let sink = held.clone();
                 build(facts)
-                    .inspect(move |(decision, _time, diff)| {
-                        let _ = sink.send(Message::Output(decision.clone(), *diff));
+                    .inspect(move |(decision, time, diff)| {
+                        sink.borrow_mut().push((decision.clone(), *time, *diff));
                     })
                     .probe_with(&probe);
                 input
@@ -120,6 +128,20 @@ impl Engine {
                             .step_or_park_while(Some(std::time::Duration::from_millis(1)), || {
                                 probe.less_than(&to)
                             });
+                        let mut due = Vec::new();
+                        held.borrow_mut().retain(|(d, t, r)| {
+                            if *t < to {
+                                due.push(Message::Output(d.clone(), *r));
+                                false
+                            } else {
+                                true
+                            }
+                        });
+                        for m in due {
+                            if out.send(m).is_err() {
+                                return;
+                            }
+                        }
                         if out.send(Message::Caught).is_err() {
                             return;
                         }
@@ -134,6 +156,7 @@ impl Engine {
             guards: Some(guards),
             epoch: 0,
             decisions: HashMap::new(),
+            clock: None,
         })
     }
 
@@ -154,6 +177,14 @@ impl Engine {
                 current: self.epoch,
                 next,
             });
+        }
+        let mut updates = updates;
+        let minute = (self.epoch as i64).div_euclid(60_000) * 60_000;
+        if self.clock != Some(minute) {
+            if let Some(old) = self.clock.replace(minute) {
+                updates.push((Fact::Clock(old), -1));
+            }
+            updates.push((Fact::Clock(minute), 1));
         }
         // Facts are routed by timely's exchange, so feeding them all through worker 0 is
         // correct; every other worker still has to advance its input for progress.

@@ -23,6 +23,59 @@ pub enum Fact {
     Overlay(NodeOverlay),
     DaemonSet(DaemonSet),
     Pdb(PodDisruptionBudget),
+    /// An EC2 event about one instance (from the SQS interruption queue, or the simulator).
+    Interruption(Interruption),
+    /// The engine's logical clock, to the minute (budget schedules are cron, minute-grained).
+    /// The engine harness keeps exactly one, so queries never read a wall clock.
+    Clock(Minute),
+    /// A feature gate, as Karpenter's `--feature-gates` (e.g. `SpotToSpotConsolidation`).
+    FeatureGate {
+        name: String,
+        enabled: bool,
+    },
+}
+
+/// A point in time rounded down to the minute, in ms since the epoch.
+pub type Minute = i64;
+
+/// What EC2 said is about to happen to an instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum InterruptionKind {
+    /// Spot interruption warning (two minutes).
+    SpotInterruption,
+    /// An AWS Health scheduled change (maintenance, retirement).
+    ScheduledChange,
+    /// The instance is stopping or terminating.
+    StateChange,
+    /// An On-Demand Capacity Reservation is being reclaimed.
+    CapacityReservationInterruption,
+    /// A capacity block ends at `at_ms`; EC2 starts reclaiming 30 minutes before.
+    CapacityBlockEnding,
+    /// EC2 suggests rebalancing: recorded, no action (as Karpenter).
+    RebalanceRecommendation,
+}
+
+/// An interruption message about one instance.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Interruption {
+    /// The instance id (`i-0123…`), or a Node or NodeClaim name.
+    pub target: String,
+    pub kind: InterruptionKind,
+    /// When the message was sent; for a capacity block, when the block ends.
+    pub at_ms: i64,
+}
+
+impl Interruption {
+    /// Whether the message is about this node: by instance id (the end of its provider id),
+    /// node name or NodeClaim name.
+    pub fn is_about(&self, node: &Node) -> bool {
+        node.name == self.target
+            || node.nodeclaim.as_deref() == Some(self.target.as_str())
+            || node
+                .provider_id
+                .as_deref()
+                .is_some_and(|p| p.rsplit('/').next() == Some(self.target.as_str()))
+    }
 }
 
 impl Fact {
@@ -40,6 +93,9 @@ impl Fact {
             Fact::Overlay(o) => format!("NodeOverlay {}", o.name),
             Fact::DaemonSet(d) => format!("DaemonSet {}/{}", d.namespace, d.name),
             Fact::Pdb(p) => format!("PodDisruptionBudget {}/{}", p.namespace, p.name),
+            Fact::Interruption(i) => format!("{:?} for {}", i.kind, i.target),
+            Fact::Clock(m) => format!("clock at {m} ms"),
+            Fact::FeatureGate { name, enabled } => format!("feature gate {name}={enabled}"),
         }
     }
 }

@@ -6,3 +6,4 @@ pub mod engine;
 pub mod facts;
 pub mod model;
 pub mod stable_hash;
+pub mod temporal;

@@ -44,6 +44,8 @@ pub(crate) fn node(root: &At) -> FieldResult<Node> {
         unschedulable: unschedulable || m.deleting,
         provider_id,
         created_ms: m.created_ms,
+        deleting: m.deleting,
+        ..Node::default()
     })
 }
 
@@ -101,6 +103,8 @@ pub(crate) fn nodeclaim(root: &At) -> FieldResult<Claim> {
         unschedulable: m.deleting,
         provider_id: provider_id.clone(),
         created_ms: m.created_ms,
+        deleting: m.deleting,
+        ..Node::default()
     });
     let node = match node {
         Some(mut n) => {

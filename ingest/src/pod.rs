@@ -264,6 +264,7 @@ pub(crate) fn pod(root: &At, notes: &mut Notes) -> FieldResult<Option<ParsedPod>
         node_name: spec_at.str("nodeName")?.filter(|n| !n.is_empty()),
         owner: m.controller,
         is_daemon,
+        created_ms: m.created_ms,
     };
     Ok(Some(ParsedPod { pod, spec }))
 }

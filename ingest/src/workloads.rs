@@ -201,6 +201,7 @@ impl Workload {
             node_name: None,
             owner: Some((self.kind.name().to_string(), self.name.clone())),
             is_daemon: false,
+            created_ms: None,
         };
         (pod, self.template.spec.claims.clone())
     }

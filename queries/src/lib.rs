@@ -3,6 +3,7 @@
 
 pub mod bindings;
 pub mod compatibility;
+pub mod disruption;
 pub mod lower_bound;
 pub mod node_usage;
 pub mod nodepool_types;
@@ -19,46 +20,81 @@ use dovetail_dataflow::engine::Epoch;
 use dovetail_dataflow::facts::Fact;
 use packing::Packed;
 
-/// The provisioning half of the engine: facts in, decisions out.
+/// Every standing query: provisioning and disruption, facts in, decisions out.
+pub fn standing_queries<'s>(
+    facts: VecCollection<'s, Epoch, Fact>,
+) -> VecCollection<'s, Epoch, Decision> {
+    build(facts, true)
+}
+
+/// The provisioning half of the engine alone: facts in, launches and bindings out.
 pub fn provisioning<'s>(
     facts: VecCollection<'s, Epoch, Fact>,
 ) -> VecCollection<'s, Epoch, Decision> {
-    let pods = facts.clone().flat_map(|f| match f {
+    build(facts, false)
+}
+
+/// The facts of one kind.
+fn split<'s>(facts: VecCollection<'s, Epoch, Fact>, kind: u8) -> VecCollection<'s, Epoch, Fact> {
+    facts.filter(move |f| fact_kind(f) == kind)
+}
+
+fn fact_kind(f: &Fact) -> u8 {
+    match f {
+        Fact::Pod(_) => 0,
+        Fact::Node(_) => 1,
+        Fact::NodePool(_) => 2,
+        Fact::NodeClass(_) => 3,
+        Fact::InstanceType { .. } => 4,
+        Fact::Overlay(_) => 5,
+        Fact::DaemonSet(_) => 6,
+        Fact::Pdb(_) => 7,
+        Fact::Interruption(_) => 8,
+        Fact::Clock(_) => 9,
+        Fact::FeatureGate { .. } => 10,
+    }
+}
+
+fn build<'s>(
+    facts: VecCollection<'s, Epoch, Fact>,
+    with_disruption: bool,
+) -> VecCollection<'s, Epoch, Decision> {
+    let pods = split(facts.clone(), 0).flat_map(|f| match f {
         Fact::Pod(p) => Some(p),
         _ => None,
     });
-    let nodes = facts.clone().flat_map(|f| match f {
+    let nodes = split(facts.clone(), 1).flat_map(|f| match f {
         Fact::Node(n) => Some(n),
         _ => None,
     });
-    let nodepools = facts.clone().flat_map(|f| match f {
+    let nodepools = split(facts.clone(), 2).flat_map(|f| match f {
         Fact::NodePool(p) => Some(p),
         _ => None,
     });
-    let nodeclasses = facts.clone().flat_map(|f| match f {
+    let nodeclasses = split(facts.clone(), 3).flat_map(|f| match f {
         Fact::NodeClass(c) => Some(c),
         _ => None,
     });
-    let instance_types = facts.clone().flat_map(|f| match f {
+    let instance_types = split(facts.clone(), 4).flat_map(|f| match f {
         Fact::InstanceType {
             node_class,
             instance_type,
         } => Some((node_class, instance_type)),
         _ => None,
     });
-    let overlays = facts.clone().flat_map(|f| match f {
+    let overlays = split(facts.clone(), 5).flat_map(|f| match f {
         Fact::Overlay(o) => Some(o),
         _ => None,
     });
-    let daemonsets = facts.flat_map(|f| match f {
+    let daemonsets = split(facts.clone(), 6).flat_map(|f| match f {
         Fact::DaemonSet(d) => Some(d),
         _ => None,
     });
 
     let classes = pod_classes::pod_classes(pods.clone());
     let pools = nodepool_types::nodepool_types(
-        nodepools,
-        nodeclasses,
+        nodepools.clone(),
+        nodeclasses.clone(),
         instance_types,
         overlays,
         daemonsets.clone(),
@@ -68,10 +104,15 @@ pub fn provisioning<'s>(
         .clone()
         .map(|((id, class), _)| (id, class))
         .distinct();
-    let compat = compatibility::compatibility(specs, pools.clone());
-    let usage = node_usage::node_usage(nodes, pods, daemonsets);
+    let compat = compatibility::compatibility(specs.clone(), pools.clone());
+    let usage = node_usage::node_usage(nodes.clone(), pods.clone(), daemonsets);
     let cluster_bound = lower_bound::cluster_lower_bound(class_counts, compat.clone());
-    let packed = packing::packing(classes.clone(), compat, pools, usage);
+    let packed = packing::packing(
+        classes.clone(),
+        compat.clone(),
+        pools.clone(),
+        usage.clone(),
+    );
 
     let outcomes = packed.clone().flat_map(|p| match p {
         Packed::Placement(pl) => Some((pl.class, ClassOutcome::Placed(pl))),
@@ -87,7 +128,40 @@ pub fn provisioning<'s>(
         Packed::LowerBound(b) => Some(Decision::LowerBound(b)),
         _ => None,
     });
-    decided
+    let provisioning = decided
         .concat(cluster_bound.map(Decision::ClusterLowerBound))
-        .concat(bindings::bindings(classes, outcomes))
+        .concat(bindings::bindings(classes, outcomes));
+    if !with_disruption {
+        return provisioning;
+    }
+    let pdbs = split(facts.clone(), 7).flat_map(|f| match f {
+        Fact::Pdb(p) => Some(p),
+        _ => None,
+    });
+    let interruptions = split(facts.clone(), 8).flat_map(|f| match f {
+        Fact::Interruption(i) => Some(i),
+        _ => None,
+    });
+    let clock = split(facts.clone(), 9).flat_map(|f| match f {
+        Fact::Clock(m) => Some(m),
+        _ => None,
+    });
+    let gates = split(facts, 10).flat_map(|f| match f {
+        Fact::FeatureGate { name, enabled } => enabled.then_some(name),
+        _ => None,
+    });
+    provisioning.concat(disruption::disruption(disruption::Inputs {
+        pods,
+        nodes,
+        nodepools,
+        nodeclasses,
+        pools,
+        usage,
+        specs,
+        compat,
+        pdbs,
+        interruptions,
+        clock,
+        gates,
+    }))
 }

@@ -58,6 +58,7 @@ pub fn packing<'s>(
                 pools: Vec::new(),
                 classes: Vec::new(),
                 nodes: Vec::new(),
+                bystanders: Vec::new(),
             };
             for (part, _) in parts {
                 match part {

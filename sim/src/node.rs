@@ -78,6 +78,7 @@ pub fn node_for_instance(
         unschedulable: false,
         provider_id: Some(instance.provider_id()),
         created_ms: Some(registered_ms),
+        ..Node::default()
     };
     (node, nodepool.startup_taints.clone())
 }

@@ -43,6 +43,15 @@ pub const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
 pub const DISRUPTED_TAINT: &str = "karpenter.sh/disrupted";
 pub const UNREGISTERED_TAINT: &str = "karpenter.sh/unregistered";
 
+/// dovetail's own drift hashes on a NodeClaim (Karpenter's `karpenter.sh/nodepool-hash` uses a
+/// Go hash dovetail cannot reproduce, so dovetail keeps its own, from a stable hash function).
+pub const NODEPOOL_HASH: &str = "dovetail.sh/nodepool-hash";
+pub const NODECLASS_HASH: &str = "dovetail.sh/nodeclass-hash";
+/// What dovetail launched an instance with, recorded on its NodeClaim.
+pub const SUBNET_ID: &str = "dovetail.sh/subnet-id";
+pub const SECURITY_GROUP_IDS: &str = "dovetail.sh/security-group-ids";
+pub const ENCLAVES: &str = "dovetail.sh/enclaves";
+
 /// Labels a NodePool may leave open and a pod may still require.
 pub const WELL_KNOWN: &[&str] = &[
     ARCH,

@@ -1,5 +1,7 @@
 //! The domain model: what Kubernetes and Karpenter objects mean to the scheduler.
 
+pub mod cron;
+pub mod duration;
 pub mod instance_type;
 pub mod kubelet;
 pub mod labels;
@@ -14,7 +16,7 @@ pub mod taints;
 
 pub use instance_type::{InstanceType, Offering, Price};
 pub use kubelet::{KubeletConfig, Threshold};
-pub use node::{DaemonSet, Node, PodDisruptionBudget};
+pub use node::{DaemonSet, LaunchedWith, Node, PodDisruptionBudget};
 pub use nodepool::{
     Budget, ConsolidationPolicy, Disruption, EC2NodeClass, NodeClassStatus, NodeOverlay, NodePool,
 };

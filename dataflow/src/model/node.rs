@@ -24,6 +24,27 @@ pub struct Node {
     pub provider_id: Option<String>,
     /// `metadata.creationTimestamp` in milliseconds since the epoch, when known.
     pub created_ms: Option<i64>,
+    /// Marked for deletion (`metadata.deletionTimestamp`): already being disrupted.
+    pub deleting: bool,
+    /// The `Ready` condition is not `True` (counts against disruption budgets).
+    pub not_ready: bool,
+    /// What the NodeClaim was launched with, for drift.
+    pub launched: LaunchedWith,
+    /// The NodeClaim's `status.lastPodEventTime` (ms): when a pod was last bound to or removed
+    /// from the node. `None`: no pod event yet (the node's creation counts instead).
+    pub last_pod_event_ms: Option<i64>,
+}
+
+/// What an instance was launched with: the NodeClaim's `status.imageID`, and the subnet and
+/// security groups dovetail's actuator records in its own annotations (`dovetail.sh/subnet-id`,
+/// `dovetail.sh/security-group-ids`). Unknown values are never drift.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct LaunchedWith {
+    pub image_id: Option<String>,
+    pub subnet_id: Option<String>,
+    pub security_group_ids: Vec<String>,
+    /// Whether Nitro Enclaves were enabled (`None`: unknown).
+    pub enclaves: Option<bool>,
 }
 
 /// A DaemonSet's pod template: it lands on every node whose labels and taints admit it, and its

@@ -109,3 +109,45 @@ pub struct NodeOverlay {
     pub price_adjustment: Option<String>,
     pub weight: i32,
 }
+
+/// Spec fields of an EC2NodeClass whose changes are not drift by hash: their resolved values
+/// (status AMIs, subnets, security groups, reservations) are checked one by one instead, as
+/// Karpenter does.
+const UNHASHED_NODECLASS_FIELDS: &[&str] = &[
+    "amiSelectorTerms",
+    "subnetSelectorTerms",
+    "securityGroupSelectorTerms",
+    "capacityReservationSelectorTerms",
+];
+
+impl NodePool {
+    /// dovetail's drift hash of the NodePool's template without requirements and resources
+    /// (labels, annotations, taints, startup taints, nodeClassRef), as 16 hex digits.
+    pub fn drift_hash(&self) -> String {
+        let h = crate::stable_hash::stable_hash(&(
+            &self.template_labels,
+            &self.template_annotations,
+            &self.taints,
+            &self.startup_taints,
+            &self.node_class,
+        ));
+        format!("{h:016x}")
+    }
+}
+
+impl EC2NodeClass {
+    /// dovetail's drift hash of the EC2NodeClass's spec without its selector terms, as 16 hex
+    /// digits. Key order does not matter (the spec is kept canonical).
+    pub fn drift_hash(&self) -> String {
+        let spec = match serde_json::from_str::<serde_json::Value>(&self.spec_json) {
+            Ok(serde_json::Value::Object(mut m)) => {
+                for f in UNHASHED_NODECLASS_FIELDS {
+                    m.remove(*f);
+                }
+                serde_json::Value::Object(m).to_string()
+            }
+            _ => self.spec_json.clone(),
+        };
+        format!("{:016x}", crate::stable_hash::stable_hash(&spec))
+    }
+}

@@ -68,6 +68,9 @@ pub struct Pod {
     pub owner: Option<(String, String)>,
     /// A DaemonSet's pod or a mirror (static) pod: never pending on the autoscaler's account.
     pub is_daemon: bool,
+    /// `metadata.creationTimestamp` in ms since the epoch, when known (starts a
+    /// `karpenter.sh/do-not-disrupt` grace period given as a duration).
+    pub created_ms: Option<i64>,
 }
 
 impl Pod {

@@ -37,6 +37,9 @@ pub struct SolverInput<'a> {
     pub pools: Vec<&'a PoolTypes>,
     pub classes: Vec<ClassInput<'a>>,
     pub nodes: Vec<&'a NodeState>,
+    /// Nodes that take no pods in this run but still count against NodePool limits (a
+    /// disruption simulation leaves out nodes that cannot help, yet they still exist).
+    pub bystanders: Vec<&'a NodeState>,
 }
 
 /// Copies of a class that could not be placed, with the reason.
@@ -95,7 +98,7 @@ pub fn solve(input: SolverInput<'_>) -> SolverOutput {
     });
     let mut nodes = input.nodes;
     nodes.sort_by(|a, b| a.node.name.cmp(&b.node.name));
-    let mut solver = Solver::new(pools, classes, nodes);
+    let mut solver = Solver::new(pools, classes, nodes, &input.bystanders);
     for ci in 0..solver.classes.len() {
         solver.place_class(ci);
     }
@@ -140,6 +143,7 @@ impl<'a> Solver<'a> {
         pools: Vec<&'a PoolTypes>,
         classes: Vec<ClassInput<'a>>,
         nodes: Vec<&'a NodeState>,
+        bystanders: &[&'a NodeState],
     ) -> Self {
         let pool_index: BTreeMap<&str, usize> = pools
             .iter()
@@ -206,7 +210,7 @@ impl<'a> Solver<'a> {
                     return None;
                 }
                 let mut left = p.nodepool.limits.clone();
-                for n in &nodes {
+                for n in nodes.iter().chain(bystanders) {
                     if n.node.labels.get(NODEPOOL) == Some(&p.nodepool.name) {
                         for (r, v) in left.iter_mut() {
                             *v -= n.node.allocatable.get(r);

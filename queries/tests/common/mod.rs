@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use dovetail_dataflow::catalog::{embedded, ResolveOptions};
-use dovetail_dataflow::decisions::{Decision, Launch};
+use dovetail_dataflow::decisions::{Decision, Disruption, Launch};
 use dovetail_dataflow::engine::Engine;
 use dovetail_dataflow::facts::Fact;
 use dovetail_dataflow::model::InstanceType;
@@ -19,6 +19,9 @@ pub struct Outcome {
     /// pod -> reason
     pub unschedulable: BTreeMap<String, String>,
     pub lower_bound: i64,
+    pub disruptions: Vec<Disruption>,
+    /// NodeClaims to annotate with dovetail's drift hashes.
+    pub adopted: Vec<String>,
 }
 
 impl Outcome {
@@ -35,6 +38,8 @@ impl Outcome {
                 }
                 Decision::LowerBound(p) => o.lower_bound += p.0,
                 Decision::ClusterLowerBound(_) => {}
+                Decision::Disruption(d) => o.disruptions.push(d),
+                Decision::Adopt { nodeclaim, .. } => o.adopted.push(nodeclaim),
             }
         }
         o.launches.sort_by(|a, b| a.name.cmp(&b.name));
@@ -78,6 +83,94 @@ pub fn plan_facts(facts: Vec<Fact>) -> Outcome {
         .advance(1, facts.into_iter().map(|f| (f, 1)).collect())
         .expect("engine advances");
     Outcome::from_decisions(engine.decisions())
+}
+
+/// Runs every standing query (provisioning and disruption) once over the manifests, with the
+/// logical clock at `now_ms`.
+pub fn plan_at(yaml: &str, now_ms: u64) -> Outcome {
+    plan_facts_at(facts(yaml), now_ms)
+}
+
+pub fn plan_facts_at(facts: Vec<Fact>, now_ms: u64) -> Outcome {
+    let mut engine = Engine::start(1, dovetail_queries::standing_queries).expect("engine starts");
+    engine.advance(now_ms, Vec::new()).expect("engine advances");
+    engine
+        .advance(now_ms + 1, facts.into_iter().map(|f| (f, 1)).collect())
+        .expect("engine advances");
+    Outcome::from_decisions(engine.decisions())
+}
+
+/// 2026-11-30T00:00:00Z (a Monday), in ms.
+pub const MONDAY_MS: u64 = 1_795_996_800_000;
+pub const HOUR_MS: u64 = 3_600_000;
+
+/// A registered node of NodePool `pool`, created at `created` (RFC 3339), with the labels
+/// Karpenter gives it and the type's allocatable from the catalogue; `extra_meta` is indented
+/// under `metadata:`.
+pub fn node(
+    name: &str,
+    pool: &str,
+    instance_type: &str,
+    zone: &str,
+    capacity_type: &str,
+    created: &str,
+    extra_meta: &str,
+) -> String {
+    let it = catalogue_by_name()
+        .get(instance_type)
+        .unwrap_or_else(|| panic!("{instance_type} in the catalogue"));
+    let a = it.allocatable();
+    format!(
+        r#"
+apiVersion: v1
+kind: Node
+metadata:
+  name: {name}
+  creationTimestamp: "{created}"
+  labels:
+    karpenter.sh/nodepool: {pool}
+    node.kubernetes.io/instance-type: {instance_type}
+    topology.kubernetes.io/zone: {zone}
+    karpenter.sh/capacity-type: {capacity_type}
+    kubernetes.io/hostname: {name}
+    kubernetes.io/arch: {arch}
+    kubernetes.io/os: linux
+{extra_meta}
+spec:
+  providerID: aws:///{zone}/i-{name}
+status:
+  allocatable: {{cpu: "{cpu}m", memory: "{mem}Ki", pods: "{pods}"}}
+---
+"#,
+        arch = label(it, "kubernetes.io/arch").unwrap_or("amd64"),
+        cpu = a.cpu,
+        mem = a.memory / 1000 / 1024,
+        pods = a.pods / 1000,
+    )
+}
+
+/// A pod bound to `node` with requests and extra metadata (indented under `metadata:`).
+pub fn bound_pod(name: &str, node: &str, cpu: &str, memory: &str, extra_meta: &str) -> String {
+    format!(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  namespace: default
+  labels: {{app: {name}}}
+  ownerReferences: [{{apiVersion: apps/v1, kind: ReplicaSet, name: rs, uid: u, controller: true}}]
+{extra_meta}
+spec:
+  nodeName: {node}
+  containers:
+    - name: app
+      image: app
+      resources:
+        requests: {{cpu: "{cpu}", memory: "{memory}"}}
+---
+"#
+    )
 }
 
 /// The us-east-1 catalogue resolved with default kubelet settings, for computing expectations

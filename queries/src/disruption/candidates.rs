@@ -1,0 +1,151 @@
+//! Query — disruption candidates: every node a NodePool manages, with what the rules read.
+//!
+//! Rule: a registered node labelled `karpenter.sh/nodepool` with a known NodePool is a
+//! candidate. It carries its offering's price (from the NodePool's current instance types), its
+//! movable pods by class and their eviction cost, and its blockers: `karpenter.sh/do-not-disrupt:
+//! "true"` on the node or NodeClaim, or a pod or PodDisruptionBudget that forbids eviction. It
+//! is consolidatable once `consolidateAfter` has passed since its last pod event (or since it
+//! was created, when no pod event is recorded) — a timer on the logical clock; never with
+//! `consolidateAfter: Never`. A node tainted `karpenter.sh/disrupted` or being deleted is
+//! already disrupting.
+
+use super::types::{Candidate, MovablePod};
+use crate::types::PoolTypes;
+use differential_dataflow::VecCollection;
+use dovetail_dataflow::engine::Epoch;
+use dovetail_dataflow::model::duration::parse_duration;
+use dovetail_dataflow::model::labels::{
+    CAPACITY_TYPE, DISRUPTED_TAINT, DO_NOT_DISRUPT, INSTANCE_TYPE, NODEPOOL, ZONE,
+};
+use dovetail_dataflow::model::{ConsolidationPolicy, Node, NodePool, Price};
+use dovetail_dataflow::temporal::during;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// What a node's NodePool says about it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+struct PoolView {
+    policy: ConsolidationPolicy,
+    /// `None`: `consolidateAfter: Never`.
+    consolidate_after_ms: Option<i64>,
+    price: Option<Price>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+enum Part {
+    Node(Box<Node>),
+    Pool(PoolView),
+    Pod(MovablePod),
+    Blocker(String),
+    Consolidatable,
+}
+
+/// The price of the node's offering in its NodePool's current types.
+pub fn node_price(node: &Node, pool: &PoolTypes) -> Option<Price> {
+    let name = node.labels.get(INSTANCE_TYPE)?;
+    let zone = node.labels.get(ZONE);
+    let capacity_type = node.labels.get(CAPACITY_TYPE);
+    let pt = pool.types.iter().find(|t| &t.instance_type.name == name)?;
+    pt.instance_type
+        .offerings
+        .iter()
+        .filter(|o| zone.is_none_or(|z| &o.zone == z))
+        .filter(|o| capacity_type.is_none_or(|c| &o.capacity_type == c))
+        .map(|o| o.price)
+        .min()
+}
+
+/// `consolidateAfter` in ms (`None`: Never). Malformed values count as 0s, as Karpenter's
+/// default; the manifest reader reports them.
+pub fn consolidate_after_ms(pool: &NodePool) -> Option<i64> {
+    match pool.disruption.consolidate_after.as_deref() {
+        None => Some(0),
+        Some(v) => parse_duration(v).unwrap_or(Some(0)),
+    }
+}
+
+pub fn candidates<'s>(
+    nodes: VecCollection<'s, Epoch, Node>,
+    pools: VecCollection<'s, Epoch, (String, PoolTypes)>,
+    pods: VecCollection<'s, Epoch, (String, MovablePod)>,
+    blockers: VecCollection<'s, Epoch, (String, String)>,
+) -> VecCollection<'s, Epoch, (String, Candidate)> {
+    let managed = nodes.filter(|n| !n.in_flight && n.labels.contains_key(NODEPOOL));
+    let by_pool = managed.clone().map(|n| {
+        let pool = n.labels.get(NODEPOOL).cloned().unwrap_or_default();
+        (pool, n)
+    });
+    let views = by_pool.join_map(pools, |_, n, pool| {
+        let view = PoolView {
+            policy: pool.nodepool.disruption.consolidation_policy,
+            consolidate_after_ms: consolidate_after_ms(&pool.nodepool),
+            price: node_price(n, pool),
+        };
+        let since = n.last_pod_event_ms.or(n.created_ms).unwrap_or(0);
+        (n.name.clone(), view, since)
+    });
+    let consolidatable = during(
+        views
+            .clone()
+            .flat_map(|(node, v, since)| v.consolidate_after_ms.map(|a| (node, since + a))),
+        |(_, from)| (*from, None),
+    )
+    .map(|(node, _)| (node, Part::Consolidatable));
+    managed
+        .map(|n| (n.name.clone(), Part::Node(Box::new(n))))
+        .concat(views.map(|(node, v, _)| (node, Part::Pool(v))))
+        .concat(pods.map(|(node, p)| (node, Part::Pod(p))))
+        .concat(blockers.map(|(node, b)| (node, Part::Blocker(b))))
+        .concat(consolidatable)
+        .reduce_named("DisruptionCandidates", |name, parts, out| {
+            let mut node = None;
+            let mut view = None;
+            let mut pods: BTreeMap<u64, i64> = BTreeMap::new();
+            let mut cost = 0;
+            let mut blocker = None;
+            let mut consolidatable = false;
+            for (part, r) in parts {
+                let r = *r as i64;
+                match part {
+                    Part::Node(n) => node = Some(n),
+                    Part::Pool(v) => view = Some(v),
+                    Part::Pod(p) => {
+                        *pods.entry(p.class).or_insert(0) += r;
+                        cost += p.eviction_cost * r;
+                    }
+                    Part::Blocker(b) => {
+                        if blocker.is_none() {
+                            blocker = Some(b.clone());
+                        }
+                    }
+                    Part::Consolidatable => consolidatable = true,
+                }
+            }
+            let (Some(node), Some(view)) = (node, view) else {
+                return;
+            };
+            let node_blocker = node
+                .annotations
+                .get(DO_NOT_DISRUPT)
+                .is_some_and(|v| v.trim() == "true")
+                .then(|| format!("node {name} has {DO_NOT_DISRUPT}"));
+            out.push((
+                Candidate {
+                    node: name.clone(),
+                    nodeclaim: node.nodeclaim.clone(),
+                    nodepool: node.labels.get(NODEPOOL).cloned().unwrap_or_default(),
+                    policy: view.policy,
+                    consolidate_never: view.consolidate_after_ms.is_none(),
+                    consolidatable,
+                    capacity_type: node.labels.get(CAPACITY_TYPE).cloned().unwrap_or_default(),
+                    price: view.price,
+                    pods: pods.into_iter().filter(|(_, n)| *n > 0).collect(),
+                    disruption_cost: cost,
+                    blocked_by: node_blocker.or(blocker),
+                    disrupting: node.deleting
+                        || node.taints.iter().any(|t| t.key == DISRUPTED_TAINT),
+                },
+                1,
+            ));
+        })
+}

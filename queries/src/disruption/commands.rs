@@ -1,0 +1,678 @@
+//! Query — disruption commands: which nodes to disrupt now, why, and what replaces them.
+//!
+//! Rule, in Karpenter's method order, each NodePool's budget shared across methods:
+//! 1. interrupted and expired nodes go at once, outside budgets and blockers, each with the
+//!    launches its pods need;
+//! 2. empty nodes (no movable pods, past `consolidateAfter`) go together in one command;
+//! 3. drifted nodes go one command each, with the launches their pods need;
+//! 4. multi-node consolidation: candidates by ascending disruption cost (at most 100), the
+//!    longest prefix (found by binary search, as Karpenter) whose pods fit on the rest of the
+//!    cluster plus fewer new NodeClaims than it removes (m → n, n < m; Karpenter allows only
+//!    n ≤ 1) for a lower total price;
+//! 5. otherwise single-node consolidation: the candidate with the best savings per unit of
+//!    disruption cost whose pods fit elsewhere (delete) or on one strictly cheaper NodeClaim
+//!    (replace). A spot node is replaced by spot only with the SpotToSpotConsolidation gate, and
+//!    then only by at least 15 cheaper types, the launch list cut to max(15, minValues).
+//!    `Balanced` approves only when the node's share of its NodePool's savings is at least half
+//!    its share of the disruption cost.
+//!
+//! Graceful methods (2–5) skip blocked candidates (do-not-disrupt, PodDisruptionBudget,
+//! `consolidateAfter: Never`, `WhenEmpty` for a node with pods), and over-budget ones; those
+//! are listed with what blocks them. A cheap necessary condition (every pod fits the largest
+//! free room elsewhere and all of them the total, or a replacement could be cheaper than the
+//! node at the per-resource lower bound) prunes candidates before the exact check.
+
+use super::simulate::World;
+use super::types::{Allowance, Candidate, Forced};
+use crate::types::{ClassId, Compatibility, NodeState, PodClass, PoolTypes};
+use differential_dataflow::VecCollection;
+use dovetail_dataflow::decisions::{Decision, Disruption, DisruptionReason, Launch};
+use dovetail_dataflow::engine::Epoch;
+use dovetail_dataflow::model::labels::{CAPACITY_TYPE_SPOT, DISRUPTED_TAINT, INSTANCE_TYPE};
+use dovetail_dataflow::model::{ConsolidationPolicy, Price, Requirement, Resources};
+use dovetail_dataflow::stable_hash::stable_hash;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Karpenter's cap on candidates in one multi-node command.
+pub const MAX_MULTI_NODE: usize = 100;
+/// Spot-to-spot replacement needs at least this many cheaper instance types.
+pub const MIN_SPOT_TO_SPOT_TYPES: usize = 15;
+/// The feature gate that allows spot-to-spot replacement.
+pub const SPOT_TO_SPOT_GATE: &str = "SpotToSpotConsolidation";
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Part {
+    Candidate(Candidate),
+    Forced(String, Forced),
+    Node(NodeState),
+    Class(ClassId, PodClass, Compatibility),
+    Pool(PoolTypes),
+    Budget(String, Allowance),
+    SpotToSpot,
+}
+
+/// A planned command before it becomes decisions.
+struct Command {
+    nodes: Vec<String>,
+    reason: DisruptionReason,
+    launches: Vec<Launch>,
+    savings: i64,
+}
+
+/// The evaluation's state: inputs indexed, budgets left, commands and blocked candidates.
+struct Evaluation<'a> {
+    world: World<'a>,
+    candidates: BTreeMap<&'a str, &'a Candidate>,
+    forced: BTreeMap<&'a str, &'a Forced>,
+    budgets: BTreeMap<&'a str, Allowance>,
+    spot_to_spot: bool,
+    /// Largest free room and total free room on destinations, for the cheap prune.
+    max_free: Resources,
+    total_free: Resources,
+    commands: Vec<Command>,
+    blocked: Vec<(String, DisruptionReason, String)>,
+    taken: BTreeSet<String>,
+}
+
+fn price_of(c: &Candidate) -> i64 {
+    c.price.map(|p| p.0).unwrap_or(0)
+}
+
+impl<'a> Evaluation<'a> {
+    fn allowance(&mut self, pool: &str, reason: DisruptionReason) -> Option<&mut i64> {
+        let a = self.budgets.get_mut(pool)?;
+        match reason {
+            DisruptionReason::Empty => Some(&mut a.empty),
+            DisruptionReason::Drifted => Some(&mut a.drifted),
+            DisruptionReason::Underutilized => Some(&mut a.underutilized),
+            _ => None,
+        }
+    }
+
+    /// Takes one disruption of `reason` from the node's NodePool budget; false when none left.
+    fn take_budget(&mut self, pool: &str, reason: DisruptionReason) -> bool {
+        match self.allowance(pool, reason) {
+            Some(left) if *left > 0 => {
+                *left -= 1;
+                true
+            }
+            Some(_) => false,
+            // No budget computed (no NodePool): nothing may be disrupted gracefully.
+            None => false,
+        }
+    }
+
+    fn budget_left(&mut self, pool: &str, reason: DisruptionReason) -> i64 {
+        self.allowance(pool, reason).map(|l| *l).unwrap_or(0)
+    }
+
+    fn over_budget(&mut self, c: &Candidate, reason: DisruptionReason) {
+        self.blocked.push((
+            c.node.clone(),
+            reason,
+            format!(
+                "budget: NodePool {} allows no more {} disruptions now",
+                c.nodepool,
+                reason.as_str()
+            ),
+        ));
+    }
+
+    /// A simulation of removing `nodes`: the launches it needs, or why it fails.
+    fn simulate(&self, nodes: &[&Candidate]) -> Result<Vec<Launch>, String> {
+        // Nodes that earlier commands of this evaluation disrupt cannot take pods either.
+        let removed: BTreeSet<&str> = nodes
+            .iter()
+            .map(|c| c.node.as_str())
+            .chain(self.taken.iter().map(String::as_str))
+            .collect();
+        let mut pods: BTreeMap<ClassId, i64> = BTreeMap::new();
+        for c in nodes {
+            for (class, n) in &c.pods {
+                *pods.entry(*class).or_insert(0) += n;
+            }
+        }
+        let pods: Vec<(ClassId, i64)> = pods.into_iter().collect();
+        let out = self.world.simulate(&removed, &pods);
+        if let Some(f) = out.failures.first() {
+            return Err(format!("{} pods would not fit: {}", f.count, f.reason));
+        }
+        Ok(out.launches)
+    }
+
+    /// The cheap necessary condition for consolidating one node.
+    fn plausible(&self, c: &Candidate) -> bool {
+        let mut total = Resources::default();
+        let mut fits_free = true;
+        let mut bound: BTreeMap<String, f64> = BTreeMap::new();
+        for (id, n) in &c.pods {
+            let Some((class, compat)) = self.world.classes.get(id) else {
+                return false;
+            };
+            let req = &class.scheduling.requests;
+            total.add_assign(&req.times(*n));
+            fits_free &= req.fits_in(&self.max_free);
+            for (r, cost) in &compat.unit_cost {
+                *bound.entry(r.clone()).or_insert(0.0) += cost.get() * (req.get(r) * n) as f64;
+            }
+        }
+        // The candidate's own room is among the destinations; the prune may over-count it,
+        // which only keeps a candidate for the exact check.
+        let delete = fits_free && total.fits_in(&self.total_free);
+        let lower = bound.values().cloned().fold(0.0, f64::max);
+        let replace = c
+            .price
+            .is_some_and(|p| lower < p.0 as f64 * 1.000_001 || lower == 0.0);
+        delete || replace
+    }
+
+    /// Single-node consolidation outcome: (launches, savings), or why not.
+    fn consolidate_one(&self, c: &'a Candidate) -> Result<(Vec<Launch>, i64), String> {
+        let Some(price) = c.price else {
+            return Err("its offering's price is not known".to_string());
+        };
+        let launches = self.simulate(&[c])?;
+        match launches.len() {
+            0 => Ok((launches, price.0)),
+            1 => {
+                let mut l = launches.into_iter().next().expect("one launch");
+                if l.price.0 >= price.0 {
+                    return Err(format!("no cheaper replacement ({} vs {})", l.price, price));
+                }
+                if c.capacity_type == CAPACITY_TYPE_SPOT
+                    && l.capacity_types.iter().any(|t| t == CAPACITY_TYPE_SPOT)
+                {
+                    if !self.spot_to_spot {
+                        return Err(
+                            "spot-to-spot consolidation is disabled (SpotToSpotConsolidation)"
+                                .to_string(),
+                        );
+                    }
+                    self.spot_to_spot_types(&mut l, price)?;
+                }
+                let savings = price.0 - l.price.0;
+                Ok((vec![l], savings))
+            }
+            n => Err(format!("its pods need {n} new nodes")),
+        }
+    }
+
+    /// Keeps the cheapest types of a spot-to-spot replacement: at least 15 must be cheaper
+    /// than the node, and the list is cut to max(15, minValues).
+    fn spot_to_spot_types(&self, l: &mut Launch, price: Price) -> Result<(), String> {
+        let pool = self
+            .world
+            .pools
+            .iter()
+            .find(|p| p.nodepool.name == l.nodepool)
+            .ok_or_else(|| format!("NodePool {} is gone", l.nodepool))?;
+        let cheaper: Vec<String> = l
+            .instance_types
+            .iter()
+            .filter(|name| {
+                pool.types
+                    .iter()
+                    .find(|t| &&t.instance_type.name == name)
+                    .and_then(|t| {
+                        t.instance_type
+                            .offerings
+                            .iter()
+                            .filter(|o| o.available && o.capacity_type == CAPACITY_TYPE_SPOT)
+                            .filter(|o| l.zones.contains(&o.zone))
+                            .map(|o| o.price)
+                            .min()
+                    })
+                    .is_some_and(|p| p < price)
+            })
+            .cloned()
+            .collect();
+        if cheaper.len() < MIN_SPOT_TO_SPOT_TYPES {
+            return Err(format!(
+                "spot-to-spot replacement needs at least {MIN_SPOT_TO_SPOT_TYPES} cheaper instance types, found {}",
+                cheaper.len()
+            ));
+        }
+        let min_values = l
+            .requirements
+            .get(INSTANCE_TYPE)
+            .and_then(|r| r.min_values)
+            .unwrap_or(0) as usize;
+        let keep = MIN_SPOT_TO_SPOT_TYPES.max(min_values);
+        let kept: Vec<String> = cheaper.into_iter().take(keep).collect();
+        l.requirements.add(
+            INSTANCE_TYPE,
+            Requirement::finite(kept.iter().cloned().collect()),
+        );
+        l.instance_types = kept;
+        Ok(())
+    }
+
+    /// Consolidation blockers of a candidate, in the order a user would look for them.
+    fn consolidation_blocker(c: &Candidate, empty: bool) -> Option<String> {
+        if let Some(b) = &c.blocked_by {
+            return Some(b.clone());
+        }
+        if c.consolidate_never {
+            return Some("consolidateAfter: Never".to_string());
+        }
+        if !empty && c.policy == ConsolidationPolicy::WhenEmpty {
+            return Some("consolidationPolicy: WhenEmpty".to_string());
+        }
+        None
+    }
+
+    fn run(&mut self) {
+        let candidates: Vec<&'a Candidate> = self
+            .candidates
+            .values()
+            .copied()
+            .filter(|c| !c.disrupting)
+            .collect();
+
+        // 1. Interruption and expiration: forceful.
+        for c in &candidates {
+            let Some(f) = self.forced.get(c.node.as_str()).copied() else {
+                continue;
+            };
+            let reason = match f {
+                Forced::Interrupted(_) => DisruptionReason::Interrupted,
+                Forced::Expired => DisruptionReason::Expired,
+                Forced::Drifted(_) => continue,
+            };
+            let launches = self.simulate(&[c]).unwrap_or_default();
+            let savings = price_of(c) - launches.iter().map(|l| l.price.0).sum::<i64>();
+            self.taken.insert(c.node.clone());
+            self.commands.push(Command {
+                nodes: vec![c.node.clone()],
+                reason,
+                launches,
+                savings,
+            });
+        }
+
+        // 2. Emptiness: one command.
+        let mut empty = Vec::new();
+        for c in &candidates {
+            if self.taken.contains(&c.node) || !c.pods.is_empty() || !c.consolidatable {
+                continue;
+            }
+            if let Some(b) = Self::consolidation_blocker(c, true) {
+                self.blocked
+                    .push((c.node.clone(), DisruptionReason::Empty, b));
+            } else if self.take_budget(&c.nodepool, DisruptionReason::Empty) {
+                empty.push(c.node.clone());
+            } else {
+                self.over_budget(c, DisruptionReason::Empty);
+            }
+        }
+        if !empty.is_empty() {
+            let savings = empty
+                .iter()
+                .filter_map(|n| self.candidates.get(n.as_str()))
+                .map(|c| price_of(c))
+                .sum();
+            self.taken.extend(empty.iter().cloned());
+            self.commands.push(Command {
+                nodes: empty,
+                reason: DisruptionReason::Empty,
+                launches: Vec::new(),
+                savings,
+            });
+        }
+
+        // 3. Drift: one command per node.
+        for c in &candidates {
+            if self.taken.contains(&c.node) {
+                continue;
+            }
+            let Some(Forced::Drifted(_)) = self.forced.get(c.node.as_str()) else {
+                continue;
+            };
+            if let Some(b) = &c.blocked_by {
+                self.blocked
+                    .push((c.node.clone(), DisruptionReason::Drifted, b.clone()));
+                continue;
+            }
+            if self.budget_left(&c.nodepool, DisruptionReason::Drifted) <= 0 {
+                self.over_budget(c, DisruptionReason::Drifted);
+                continue;
+            }
+            match self.simulate(&[c]) {
+                Ok(launches) => {
+                    self.take_budget(&c.nodepool, DisruptionReason::Drifted);
+                    let savings = price_of(c) - launches.iter().map(|l| l.price.0).sum::<i64>();
+                    self.taken.insert(c.node.clone());
+                    self.commands.push(Command {
+                        nodes: vec![c.node.clone()],
+                        reason: DisruptionReason::Drifted,
+                        launches,
+                        savings,
+                    });
+                }
+                Err(why) => self.blocked.push((
+                    c.node.clone(),
+                    DisruptionReason::Drifted,
+                    format!("no replacement: {why}"),
+                )),
+            }
+        }
+
+        // 4 and 5. Consolidation of nodes with pods.
+        let mut options: Vec<(&'a Candidate, Vec<Launch>, i64)> = Vec::new();
+        for c in &candidates {
+            if self.taken.contains(&c.node)
+                || c.pods.is_empty()
+                || !c.consolidatable
+                || c.price.is_none()
+                || !self.plausible(c)
+            {
+                continue;
+            }
+            let Ok((launches, savings)) = self.consolidate_one(c) else {
+                continue;
+            };
+            if let Some(b) = Self::consolidation_blocker(c, false) {
+                self.blocked
+                    .push((c.node.clone(), DisruptionReason::Underutilized, b));
+                continue;
+            }
+            options.push((c, launches, savings));
+        }
+        self.balanced_filter(&mut options);
+        let multi = self.multi_node(&candidates);
+        let chosen: BTreeSet<String> = match multi {
+            Some(cmd) => {
+                let nodes = cmd.nodes.iter().cloned().collect();
+                for n in &cmd.nodes {
+                    if let Some(c) = self.candidates.get(n.as_str()) {
+                        let pool = c.nodepool.clone();
+                        self.take_budget(&pool, DisruptionReason::Underutilized);
+                    }
+                }
+                self.commands.push(cmd);
+                nodes
+            }
+            None => {
+                options.sort_by(|a, b| {
+                    let ra = a.2 as f64 / a.0.disruption_cost.max(1) as f64;
+                    let rb = b.2 as f64 / b.0.disruption_cost.max(1) as f64;
+                    rb.total_cmp(&ra).then_with(|| a.0.node.cmp(&b.0.node))
+                });
+                let mut picked = BTreeSet::new();
+                for (c, launches, savings) in options.iter() {
+                    if self.take_budget(&c.nodepool, DisruptionReason::Underutilized) {
+                        picked.insert(c.node.clone());
+                        self.commands.push(Command {
+                            nodes: vec![c.node.clone()],
+                            reason: DisruptionReason::Underutilized,
+                            launches: launches.clone(),
+                            savings: *savings,
+                        });
+                        break;
+                    }
+                    self.over_budget(c, DisruptionReason::Underutilized);
+                }
+                picked
+            }
+        };
+        for (c, _, _) in &options {
+            if !chosen.contains(&c.node)
+                && !self
+                    .blocked
+                    .iter()
+                    .any(|(n, r, _)| n == &c.node && *r == DisruptionReason::Underutilized)
+            {
+                self.blocked.push((
+                    c.node.clone(),
+                    DisruptionReason::Underutilized,
+                    "waiting: one consolidation command at a time, as Karpenter".to_string(),
+                ));
+            }
+        }
+        self.taken.extend(chosen);
+    }
+
+    /// `Balanced`: drop options whose savings share is under half their disruption share.
+    fn balanced_filter(&mut self, options: &mut Vec<(&'a Candidate, Vec<Launch>, i64)>) {
+        let mut pool_price: BTreeMap<&str, i64> = BTreeMap::new();
+        let mut pool_cost: BTreeMap<&str, i64> = BTreeMap::new();
+        for c in self.candidates.values() {
+            *pool_price.entry(c.nodepool.as_str()).or_insert(0) += price_of(c);
+            *pool_cost.entry(c.nodepool.as_str()).or_insert(0) += c.disruption_cost;
+        }
+        let mut kept = Vec::new();
+        for (c, launches, savings) in options.drain(..) {
+            if c.policy == ConsolidationPolicy::Balanced {
+                let price_total = *pool_price.get(c.nodepool.as_str()).unwrap_or(&0) as f64;
+                let cost_total = *pool_cost.get(c.nodepool.as_str()).unwrap_or(&0) as f64;
+                let savings_share = if price_total > 0.0 {
+                    savings as f64 / price_total
+                } else {
+                    0.0
+                };
+                let disruption_share = if cost_total > 0.0 {
+                    c.disruption_cost as f64 / cost_total
+                } else {
+                    0.0
+                };
+                if disruption_share > 0.0 && savings_share / disruption_share < 0.5 {
+                    self.blocked.push((
+                        c.node.clone(),
+                        DisruptionReason::Underutilized,
+                        format!(
+                            "consolidationPolicy: Balanced (savings share {:.3} < half of disruption share {:.3})",
+                            savings_share, disruption_share
+                        ),
+                    ));
+                    continue;
+                }
+            }
+            kept.push((c, launches, savings));
+        }
+        *options = kept;
+    }
+
+    /// Multi-node consolidation over unblocked, consolidatable candidates within budget.
+    fn multi_node(&mut self, candidates: &[&'a Candidate]) -> Option<Command> {
+        let mut pool_left: BTreeMap<String, i64> = BTreeMap::new();
+        let mut list: Vec<&'a Candidate> = Vec::new();
+        let mut sorted: Vec<&'a Candidate> = candidates
+            .iter()
+            .copied()
+            .filter(|c| {
+                !self.taken.contains(&c.node)
+                    && c.consolidatable
+                    && c.price.is_some()
+                    && Self::consolidation_blocker(c, c.pods.is_empty()).is_none()
+            })
+            .collect();
+        sorted.sort_by(|a, b| {
+            a.disruption_cost
+                .cmp(&b.disruption_cost)
+                .then_with(|| a.node.cmp(&b.node))
+        });
+        for c in sorted {
+            let left = match pool_left.get(&c.nodepool) {
+                Some(l) => *l,
+                None => {
+                    let l = self.budget_left(&c.nodepool, DisruptionReason::Underutilized);
+                    pool_left.insert(c.nodepool.clone(), l);
+                    l
+                }
+            };
+            if left <= 0 {
+                continue;
+            }
+            pool_left.insert(c.nodepool.clone(), left - 1);
+            list.push(c);
+            if list.len() == MAX_MULTI_NODE {
+                break;
+            }
+        }
+        if list.len() < 2 {
+            return None;
+        }
+        let (mut lo, mut hi) = (2usize, list.len());
+        let mut best: Option<Command> = None;
+        while lo <= hi {
+            let mid = (lo + hi) / 2;
+            match self.multi_option(&list[..mid]) {
+                Some(cmd) => {
+                    best = Some(cmd);
+                    lo = mid + 1;
+                }
+                None => hi = mid - 1,
+            }
+        }
+        best
+    }
+
+    /// Removing all of `nodes` for fewer, cheaper new ones, if that works.
+    fn multi_option(&self, nodes: &[&'a Candidate]) -> Option<Command> {
+        let launches = self.simulate(nodes).ok()?;
+        if launches.len() >= nodes.len() {
+            return None;
+        }
+        let old: i64 = nodes.iter().map(|c| price_of(c)).sum();
+        let new: i64 = launches.iter().map(|l| l.price.0).sum();
+        if new >= old {
+            return None;
+        }
+        let any_spot = nodes.iter().any(|c| c.capacity_type == CAPACITY_TYPE_SPOT);
+        let spot_launch = launches
+            .iter()
+            .any(|l| l.capacity_types.iter().any(|t| t == CAPACITY_TYPE_SPOT));
+        if any_spot && spot_launch {
+            // Spot-to-spot replacement is single-node only.
+            return None;
+        }
+        Some(Command {
+            nodes: nodes.iter().map(|c| c.node.clone()).collect(),
+            reason: DisruptionReason::Underutilized,
+            launches,
+            savings: old - new,
+        })
+    }
+
+    /// The decisions: each command's disruptions and renamed replacement launches, and every
+    /// blocked candidate.
+    fn decisions(self) -> Vec<Decision> {
+        let mut out = Vec::new();
+        for cmd in self.commands {
+            let mut names = cmd.nodes.clone();
+            names.sort();
+            let id = format!("cmd-{:010x}", stable_hash(&names) & 0xff_ffff_ffff);
+            let mut replacements = Vec::new();
+            for (i, mut l) in cmd.launches.into_iter().enumerate() {
+                let h = stable_hash(&(&id, i as u64));
+                l.name = format!("{}-{:010x}", l.nodepool, h & 0xff_ffff_ffff);
+                replacements.push(l.name.clone());
+                out.push(Decision::Launch(l));
+            }
+            for n in &cmd.nodes {
+                let Some(c) = self.candidates.get(n.as_str()) else {
+                    continue;
+                };
+                out.push(Decision::Disruption(Disruption {
+                    node: n.clone(),
+                    nodeclaim: c.nodeclaim.clone(),
+                    nodepool: c.nodepool.clone(),
+                    reason: cmd.reason,
+                    command: Some(id.clone()),
+                    replacements: replacements.clone(),
+                    savings_per_hour: Price(cmd.savings),
+                    blocked_by: None,
+                }));
+            }
+        }
+        for (n, reason, why) in self.blocked {
+            let Some(c) = self.candidates.get(n.as_str()) else {
+                continue;
+            };
+            out.push(Decision::Disruption(Disruption {
+                node: n,
+                nodeclaim: c.nodeclaim.clone(),
+                nodepool: c.nodepool.clone(),
+                reason,
+                command: None,
+                replacements: Vec::new(),
+                savings_per_hour: Price(0),
+                blocked_by: Some(why),
+            }));
+        }
+        out
+    }
+}
+
+/// Whether a node can take pods moved off a disrupted node.
+fn is_destination(n: &NodeState) -> bool {
+    !n.node.in_flight
+        && !n.node.unschedulable
+        && !n.node.deleting
+        && !n.node.taints.iter().any(|t| t.key == DISRUPTED_TAINT)
+}
+
+pub fn commands<'s>(parts: VecCollection<'s, Epoch, Part>) -> VecCollection<'s, Epoch, Decision> {
+    parts
+        .map(|p| ((), p))
+        .reduce_named("DisruptionCommands", |_unit, parts, out| {
+            let mut pools = Vec::new();
+            let mut classes = BTreeMap::new();
+            let mut nodes = Vec::new();
+            let mut candidates = BTreeMap::new();
+            let mut forced: BTreeMap<&str, &Forced> = BTreeMap::new();
+            let mut budgets = BTreeMap::new();
+            let mut spot_to_spot = false;
+            for (part, _) in parts {
+                match part {
+                    Part::Candidate(c) => {
+                        candidates.insert(c.node.as_str(), c);
+                    }
+                    Part::Forced(n, f) => {
+                        // Interrupted < Expired < Drifted in the enum order: keep the first.
+                        let e = forced.entry(n.as_str()).or_insert(f);
+                        if f < *e {
+                            *e = f;
+                        }
+                    }
+                    Part::Node(n) => nodes.push(n),
+                    Part::Class(id, class, compat) => {
+                        classes.insert(*id, (class, compat));
+                    }
+                    Part::Pool(p) => pools.push(p),
+                    Part::Budget(pool, a) => {
+                        budgets.insert(pool.as_str(), a.clone());
+                    }
+                    Part::SpotToSpot => spot_to_spot = true,
+                }
+            }
+            if candidates.is_empty() {
+                return;
+            }
+            let world = World::new(pools, classes, nodes, is_destination);
+            let mut max_free = Resources::default();
+            let mut total_free = Resources::default();
+            for f in &world.free {
+                max_free = max_free.max_each(f);
+                total_free.add_assign(f);
+            }
+            let mut eval = Evaluation {
+                world,
+                candidates,
+                forced,
+                budgets,
+                spot_to_spot,
+                max_free,
+                total_free,
+                commands: Vec::new(),
+                blocked: Vec::new(),
+                taken: BTreeSet::new(),
+            };
+            eval.run();
+            for d in eval.decisions() {
+                out.push((d, 1));
+            }
+        })
+        .map(|((), d)| d)
+}

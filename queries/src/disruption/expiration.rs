@@ -1,0 +1,44 @@
+//! Query — expiration: nodes older than their NodePool's `expireAfter`.
+//!
+//! Rule: a node expires `expireAfter` (default 720h; `Never` disables it) after it was created;
+//! from then on it is disrupted forcefully, outside budgets, as Karpenter does. A timer on the
+//! logical clock: nothing is recomputed until the moment comes.
+
+use super::types::Forced;
+use differential_dataflow::VecCollection;
+use dovetail_dataflow::engine::Epoch;
+use dovetail_dataflow::model::duration::parse_duration;
+use dovetail_dataflow::model::labels::NODEPOOL;
+use dovetail_dataflow::model::{Node, NodePool};
+use dovetail_dataflow::temporal::during;
+
+/// Karpenter's default `expireAfter`.
+pub const DEFAULT_EXPIRE_AFTER_MS: i64 = 720 * 3_600_000;
+
+/// `expireAfter` in ms (`None`: Never). Malformed values fall back to the default; the manifest
+/// reader reports them.
+pub fn expire_after_ms(pool: &NodePool) -> Option<i64> {
+    match pool.expire_after.as_deref() {
+        None => Some(DEFAULT_EXPIRE_AFTER_MS),
+        Some(v) => parse_duration(v).unwrap_or(Some(DEFAULT_EXPIRE_AFTER_MS)),
+    }
+}
+
+pub fn expiration<'s>(
+    nodes: VecCollection<'s, Epoch, Node>,
+    nodepools: VecCollection<'s, Epoch, NodePool>,
+) -> VecCollection<'s, Epoch, (String, Forced)> {
+    let deadlines = nodes
+        .flat_map(|n| {
+            let pool = n.labels.get(NODEPOOL)?.clone();
+            Some((pool, (n.name, n.created_ms?)))
+        })
+        .join_map(
+            nodepools.map(|p| (p.name.clone(), p)),
+            |_, (node, created), pool| {
+                expire_after_ms(pool).map(|after| (node.clone(), created.saturating_add(after)))
+            },
+        )
+        .flat_map(|d| d);
+    during(deadlines, |(_, at)| (*at, None)).map(|(node, _)| (node, Forced::Expired))
+}

@@ -1,0 +1,55 @@
+//! The collections the disruption queries pass to each other.
+
+use crate::types::ClassId;
+use dovetail_dataflow::model::{ConsolidationPolicy, Price};
+use serde::{Deserialize, Serialize};
+
+/// A pod that has to move if its node goes away (not a DaemonSet or mirror pod).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct MovablePod {
+    pub key: String,
+    pub class: ClassId,
+    /// Karpenter's eviction cost: 1 + deletion-cost / 2²⁷ + priority / 2²⁵, clamped to ±10,
+    /// in millionths.
+    pub eviction_cost: i64,
+}
+
+/// Everything about one NodePool-managed node that the disruption rules read.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Candidate {
+    pub node: String,
+    pub nodeclaim: Option<String>,
+    pub nodepool: String,
+    pub policy: ConsolidationPolicy,
+    /// `consolidateAfter: Never`.
+    pub consolidate_never: bool,
+    /// `consolidateAfter` has passed since the last pod event (Karpenter's Consolidatable).
+    pub consolidatable: bool,
+    pub capacity_type: String,
+    /// The price of its offering (`None`: its type or offering is no longer offered).
+    pub price: Option<Price>,
+    /// Movable pods by class, sorted.
+    pub pods: Vec<(ClassId, i64)>,
+    /// Sum of the pods' eviction costs, in millionths.
+    pub disruption_cost: i64,
+    /// Why graceful disruption may not touch it (do-not-disrupt, a PodDisruptionBudget).
+    pub blocked_by: Option<String>,
+    /// Already tainted `karpenter.sh/disrupted` or being deleted.
+    pub disrupting: bool,
+}
+
+/// A reason a node should go regardless of savings, with detail for people.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Forced {
+    Interrupted(String),
+    Expired,
+    Drifted(String),
+}
+
+/// How many more nodes of a NodePool may be disrupted now, per reason.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Allowance {
+    pub empty: i64,
+    pub drifted: i64,
+    pub underutilized: i64,
+}
