@@ -6,7 +6,9 @@ use crate::meta::meta;
 use crate::resources::to_resources;
 use crate::selectors::requirement_list;
 use crate::taints::taints;
-use dovetail_dataflow::model::{Node, Operator};
+use crate::time::parse_rfc3339_ms;
+use dovetail_dataflow::model::labels::{ENCLAVES, SECURITY_GROUP_IDS, SUBNET_ID};
+use dovetail_dataflow::model::{LaunchedWith, Node, Operator};
 use std::collections::BTreeMap;
 
 /// Reads a `v1` Node. Allocatable falls back to capacity, which is what a node reports before
@@ -22,7 +24,8 @@ pub(crate) fn node(root: &At) -> FieldResult<Node> {
         ),
         None => (Vec::new(), false, None),
     };
-    let allocatable = match root.obj("status")? {
+    let status = root.obj("status")?;
+    let allocatable = match &status {
         Some(status) => {
             let alloc = status.quantity_map("allocatable")?;
             if alloc.is_empty() {
@@ -32,6 +35,10 @@ pub(crate) fn node(root: &At) -> FieldResult<Node> {
             }
         }
         None => Default::default(),
+    };
+    let not_ready = match &status {
+        Some(s) => !is_ready(s)?,
+        None => false,
     };
     Ok(Node {
         name: m.name,
@@ -45,7 +52,85 @@ pub(crate) fn node(root: &At) -> FieldResult<Node> {
         provider_id,
         created_ms: m.created_ms,
         deleting: m.deleting,
+        not_ready,
         ..Node::default()
+    })
+}
+
+/// Whether a Node's `status.conditions` say it is Ready. A node that reports no conditions at
+/// all counts as ready, so hand-written manifests need not spell them out; once conditions are
+/// reported, a missing `Ready` one is not ready, as Karpenter reads it (the kubelet always posts
+/// `Ready` with the others).
+fn is_ready(status: &At) -> FieldResult<bool> {
+    let conditions = status.list("conditions")?;
+    if conditions.is_empty() {
+        return Ok(true);
+    }
+    for c in &conditions {
+        if c.req_str("type")? == "Ready" {
+            return Ok(c.str("status")?.as_deref() == Some("True"));
+        }
+    }
+    Ok(false)
+}
+
+/// An RFC 3339 timestamp at `key`, in ms since the epoch.
+fn timestamp(at: &At, key: &str) -> FieldResult<Option<i64>> {
+    match at.get(key)? {
+        Some(ts) => {
+            let text = ts.as_string()?;
+            parse_rfc3339_ms(&text).map(Some).ok_or_else(|| {
+                ts.err(format!(
+                    "{text:?} is not an RFC 3339 timestamp (e.g. 2024-05-01T12:00:00Z)"
+                ))
+            })
+        }
+        None => Ok(None),
+    }
+}
+
+/// What a NodeClaim's instance was launched with: `status.imageID`, and the subnet, security
+/// groups and Nitro Enclaves setting dovetail's actuator records in annotations. Empty values
+/// are unknown, never drift.
+fn launched_with(root: &At, status: Option<&At>) -> FieldResult<LaunchedWith> {
+    let image_id = match status {
+        Some(s) => s.str("imageID")?.filter(|i| !i.is_empty()),
+        None => None,
+    };
+    let Some(annotations) = root.dig(&["metadata", "annotations"])? else {
+        return Ok(LaunchedWith {
+            image_id,
+            ..LaunchedWith::default()
+        });
+    };
+    let subnet_id = annotations
+        .str(SUBNET_ID)?
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty());
+    let security_group_ids = annotations
+        .str(SECURITY_GROUP_IDS)?
+        .map(|groups| {
+            groups
+                .split(',')
+                .map(str::trim)
+                .filter(|g| !g.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    let enclaves = match annotations.get(ENCLAVES)? {
+        Some(v) => match v.as_string()?.trim() {
+            "true" => Some(true),
+            "false" => Some(false),
+            other => return Err(v.err(format!("expected \"true\" or \"false\", found {other:?}"))),
+        },
+        None => None,
+    };
+    Ok(LaunchedWith {
+        image_id,
+        subnet_id,
+        security_group_ids,
+        enclaves,
     })
 }
 
@@ -57,6 +142,11 @@ pub(crate) struct Claim {
     pub node_name: Option<String>,
     pub provider_id: Option<String>,
     pub annotations: BTreeMap<String, String>,
+    /// `metadata.deletionTimestamp` is set: its node is being disrupted.
+    pub deleting: bool,
+    pub launched: LaunchedWith,
+    /// `status.lastPodEventTime` in ms.
+    pub last_pod_event_ms: Option<i64>,
     /// The claim as an in-flight node; `None` when it reports no capacity yet (not launched).
     pub node: Option<Node>,
 }
@@ -92,6 +182,11 @@ pub(crate) fn nodeclaim(root: &At) -> FieldResult<Claim> {
         }
         None => (None, None, Default::default()),
     };
+    let launched = launched_with(root, status.as_ref())?;
+    let last_pod_event_ms = match &status {
+        Some(s) => timestamp(s, "lastPodEventTime")?,
+        None => None,
+    };
     let node = (!allocatable.is_empty()).then(|| Node {
         name: node_name.clone().unwrap_or_else(|| m.name.clone()),
         nodeclaim: Some(m.name.clone()),
@@ -104,6 +199,8 @@ pub(crate) fn nodeclaim(root: &At) -> FieldResult<Claim> {
         provider_id: provider_id.clone(),
         created_ms: m.created_ms,
         deleting: m.deleting,
+        launched: launched.clone(),
+        last_pod_event_ms,
         ..Node::default()
     });
     let node = match node {
@@ -118,13 +215,18 @@ pub(crate) fn nodeclaim(root: &At) -> FieldResult<Claim> {
         node_name,
         provider_id,
         annotations: m.annotations,
+        deleting: m.deleting,
+        launched,
+        last_pod_event_ms,
         node,
     })
 }
 
-/// Matches claims to nodes. A claim whose node is in the input only names itself on that node
-/// (and adds its annotations, the node's own winning); the others become in-flight nodes,
-/// appended after the real ones. Returns notes about claims that could not be used.
+/// Matches claims to nodes. A claim whose node is in the input names itself on that node and
+/// adds what only the claim knows: its annotations (the node's own winning), what it was
+/// launched with, its last pod event, and its deletion (deleting the claim deletes the node).
+/// The others become in-flight nodes, appended after the real ones. Returns notes about claims
+/// that could not be used.
 pub(crate) fn attach_claims(nodes: &mut Vec<Node>, claims: Vec<Claim>) -> Vec<String> {
     let mut notes = Vec::new();
     let mut in_flight = Vec::new();
@@ -148,6 +250,12 @@ pub(crate) fn attach_claims(nodes: &mut Vec<Node>, claims: Vec<Claim>) -> Vec<St
                 node.nodeclaim = Some(claim.name.clone());
                 for (k, v) in claim.annotations {
                     node.annotations.entry(k).or_insert(v);
+                }
+                node.launched = claim.launched;
+                node.last_pod_event_ms = claim.last_pod_event_ms;
+                if claim.deleting {
+                    node.deleting = true;
+                    node.unschedulable = true;
                 }
             }
             (None, Some(node)) => in_flight.push(node),
