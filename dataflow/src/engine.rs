@@ -26,6 +26,8 @@ pub enum EngineError {
     Start(String),
     #[error("the engine's workers stopped unexpectedly")]
     WorkersGone,
+    #[error("an engine worker panicked (a bug in a standing query); see the log above")]
+    WorkerPanicked,
     #[error("epoch {next} is not after the current epoch {current}")]
     EpochNotIncreasing { current: Epoch, next: Epoch },
 }
@@ -40,6 +42,20 @@ enum Command {
 enum Message {
     Output(Decision, isize),
     Caught,
+    /// A worker is unwinding from a panic: the others would wait for it forever.
+    Panicked,
+}
+
+/// Tells the caller when its worker thread unwinds, so a panic in a query surfaces as an error
+/// instead of an engine that never catches up.
+struct PanicAlarm(Sender<Message>);
+
+impl Drop for PanicAlarm {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let _ = self.0.send(Message::Panicked);
+        }
+    }
 }
 
 /// Builds the standing queries from the fact collection.
@@ -67,6 +83,8 @@ pub struct Engine {
     decisions: HashMap<Decision, isize>,
     /// The `Fact::Clock` currently inserted.
     clock: Option<Minute>,
+    /// A worker panicked: the survivors cannot finish, so they are not joined.
+    poisoned: bool,
 }
 
 impl Engine {
@@ -98,6 +116,7 @@ impl Engine {
                 return;
             };
             let out = out_tx.clone();
+            let _alarm = PanicAlarm(out_tx.clone());
             let probe = ProbeHandle::<Epoch>::new();
             // Outputs are held until their time is closed: a query may emit an update at a
             // future time (a timer, e.g. a node that expires at its `expireAfter`), and it is
@@ -157,6 +176,7 @@ impl Engine {
             epoch: 0,
             decisions: HashMap::new(),
             clock: None,
+            poisoned: false,
         })
     }
 
@@ -202,6 +222,10 @@ impl Engine {
             match self.messages.recv().map_err(|_| EngineError::WorkersGone)? {
                 Message::Output(d, r) => *diffs.entry(d).or_insert(0) += r,
                 Message::Caught => caught += 1,
+                Message::Panicked => {
+                    self.poisoned = true;
+                    return Err(EngineError::WorkerPanicked);
+                }
             }
         }
         self.epoch = next;
@@ -229,12 +253,41 @@ impl Engine {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panicking_query_is_an_error_not_a_hang() {
+        let mut engine = Engine::start(2, |facts| {
+            facts.map(|f| match f {
+                Fact::Clock(m) if m > 0 => panic!("a query bug"),
+                _ => Decision::LowerBound(crate::model::Price(0)),
+            })
+        })
+        .expect("engine starts");
+        engine
+            .advance(120_000, Vec::new())
+            .expect("minute 0 is fine");
+        let err = engine
+            .advance(120_001, Vec::new())
+            .expect_err("minute 2 panics");
+        assert!(matches!(err, EngineError::WorkerPanicked), "{err}");
+    }
+}
+
 impl Drop for Engine {
     fn drop(&mut self) {
         // Closing the command channels ends each worker's loop; then the guards join them.
         self.commands.clear();
         if let Some(guards) = self.guards.take() {
-            drop(guards);
+            if self.poisoned {
+                // The surviving workers wait for the dead one's progress forever; joining
+                // them would hang the caller. Leave them to the process's end.
+                std::mem::forget(guards);
+            } else {
+                drop(guards);
+            }
         }
     }
 }
