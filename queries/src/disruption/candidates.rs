@@ -22,6 +22,10 @@ use dovetail_dataflow::temporal::during;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// The disruption cost of a node before its pods (Karpenter's `PerNodeBaseDisruptionCost`, 1.0),
+/// in millionths.
+pub const NODE_DISRUPTION_COST: i64 = 1_000_000;
+
 /// What a node's NodePool says about it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 struct PoolView {
@@ -101,7 +105,7 @@ pub fn candidates<'s>(
             let mut node = None;
             let mut view = None;
             let mut pods: BTreeMap<u64, i64> = BTreeMap::new();
-            let mut cost = 0;
+            let mut cost = NODE_DISRUPTION_COST;
             let mut blocker = None;
             let mut consolidatable = false;
             for (part, r) in parts {
@@ -111,7 +115,9 @@ pub fn candidates<'s>(
                     Part::Pool(v) => view = Some(v),
                     Part::Pod(p) => {
                         *pods.entry(p.class).or_insert(0) += r;
-                        cost += p.eviction_cost * r;
+                        // A pod with a negative eviction cost must not make its node look
+                        // cheaper to disrupt than an empty one (Karpenter clamps it to 0).
+                        cost += p.eviction_cost.max(0) * r;
                     }
                     Part::Blocker(b) => {
                         if blocker.is_none() {
@@ -138,6 +144,7 @@ pub fn candidates<'s>(
                     consolidate_never: view.consolidate_after_ms.is_none(),
                     consolidatable,
                     capacity_type: node.labels.get(CAPACITY_TYPE).cloned().unwrap_or_default(),
+                    instance_type: node.labels.get(INSTANCE_TYPE).cloned().unwrap_or_default(),
                     price: view.price,
                     pods: pods.into_iter().filter(|(_, n)| *n > 0).collect(),
                     disruption_cost: cost,

@@ -5,16 +5,21 @@
 //!    launches its pods need;
 //! 2. empty nodes (no movable pods, past `consolidateAfter`) go together in one command;
 //! 3. drifted nodes go one command each, with the launches their pods need;
-//! 4. multi-node consolidation: candidates by ascending disruption cost (at most 100), the
-//!    longest prefix (found by binary search, as Karpenter) whose pods fit on the rest of the
-//!    cluster plus fewer new NodeClaims than it removes (m → n, n < m; Karpenter allows only
-//!    n ≤ 1) for a lower total price;
+//! 4. multi-node consolidation: candidates by descending price per unit of disruption cost (at
+//!    most 100), the longest prefix (found by binary search, as Karpenter) whose pods fit on the
+//!    rest of the cluster plus fewer new NodeClaims than it removes (m → n, n < m; Karpenter
+//!    allows only n ≤ 1) for a lower total price;
 //! 5. otherwise single-node consolidation: the candidate with the best savings per unit of
 //!    disruption cost whose pods fit elsewhere (delete) or on one strictly cheaper NodeClaim
-//!    (replace). A spot node is replaced by spot only with the SpotToSpotConsolidation gate, and
-//!    then only by at least 15 cheaper types, the launch list cut to max(15, minValues).
-//!    `Balanced` approves only when the node's share of its NodePool's savings is at least half
-//!    its share of the disruption cost.
+//!    (replace).
+//!
+//! A replacement keeps only the instance types that are cheaper than what it replaces at their
+//! worst launch price, and one that may be spot or on-demand is narrowed to spot (it was priced
+//! as spot). When every removed node is spot and the replacement may be spot, it is
+//! spot-to-spot: only with the SpotToSpotConsolidation gate, and for a single node only with at
+//! least 15 cheaper types, the launch list cut to max(15, minValues). `Balanced` approves a move
+//! only when its NodePool's share of the savings is at least half its share of the disruption
+//! cost (single- and multi-node moves alike).
 //!
 //! Graceful methods (2–5) skip blocked candidates (do-not-disrupt, PodDisruptionBudget,
 //! `consolidateAfter: Never`, `WhenEmpty` for a node with pods), and over-budget ones; those
@@ -28,8 +33,13 @@ use crate::types::{ClassId, Compatibility, NodeState, PodClass, PoolTypes};
 use differential_dataflow::VecCollection;
 use dovetail_dataflow::decisions::{Decision, Disruption, DisruptionReason, Launch};
 use dovetail_dataflow::engine::Epoch;
-use dovetail_dataflow::model::labels::{CAPACITY_TYPE_SPOT, DISRUPTED_TAINT, INSTANCE_TYPE};
-use dovetail_dataflow::model::{ConsolidationPolicy, Price, Requirement, Resources};
+use dovetail_dataflow::model::labels::{
+    CAPACITY_TYPE, CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_RESERVED, CAPACITY_TYPE_SPOT,
+    DISRUPTED_TAINT, INSTANCE_TYPE,
+};
+use dovetail_dataflow::model::{
+    ConsolidationPolicy, InstanceType, Offering, Price, Requirement, Resources,
+};
 use dovetail_dataflow::stable_hash::stable_hash;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -177,19 +187,9 @@ impl<'a> Evaluation<'a> {
             0 => Ok((launches, price.0)),
             1 => {
                 let mut l = launches.into_iter().next().expect("one launch");
+                self.price_replacement(&[c], &mut l, price.0)?;
                 if l.price.0 >= price.0 {
                     return Err(format!("no cheaper replacement ({} vs {})", l.price, price));
-                }
-                if c.capacity_type == CAPACITY_TYPE_SPOT
-                    && l.capacity_types.iter().any(|t| t == CAPACITY_TYPE_SPOT)
-                {
-                    if !self.spot_to_spot {
-                        return Err(
-                            "spot-to-spot consolidation is disabled (SpotToSpotConsolidation)"
-                                .to_string(),
-                        );
-                    }
-                    self.spot_to_spot_types(&mut l, price)?;
                 }
                 let savings = price.0 - l.price.0;
                 Ok((vec![l], savings))
@@ -198,54 +198,140 @@ impl<'a> Evaluation<'a> {
         }
     }
 
-    /// Keeps the cheapest types of a spot-to-spot replacement: at least 15 must be cheaper
-    /// than the node, and the list is cut to max(15, minValues).
-    fn spot_to_spot_types(&self, l: &mut Launch, price: Price) -> Result<(), String> {
-        let pool = self
-            .world
-            .pools
-            .iter()
-            .find(|p| p.nodepool.name == l.nodepool)
-            .ok_or_else(|| format!("NodePool {} is gone", l.nodepool))?;
-        let cheaper: Vec<String> = l
+    /// Narrows a consolidation replacement to what keeps it cheaper than `max_price`, as
+    /// Karpenter's `computeConsolidation` does: when every removed node is spot and the launch
+    /// may be spot, it is spot-to-spot (only with the SpotToSpotConsolidation gate, spot only;
+    /// a single node needs at least 15 cheaper types and the list is cut to max(15,
+    /// minValues)); otherwise only types cheaper than `max_price` at their worst launch price
+    /// are kept.
+    fn price_replacement(
+        &self,
+        nodes: &[&Candidate],
+        l: &mut Launch,
+        max_price: i64,
+    ) -> Result<(), String> {
+        let all_spot = nodes.iter().all(|c| c.capacity_type == CAPACITY_TYPE_SPOT);
+        if !(all_spot && l.capacity_types.iter().any(|t| t == CAPACITY_TYPE_SPOT)) {
+            return self.keep_cheaper(l, max_price);
+        }
+        if !self.spot_to_spot {
+            return Err(
+                "spot-to-spot consolidation is disabled (SpotToSpotConsolidation)".to_string(),
+            );
+        }
+        l.capacity_types = vec![CAPACITY_TYPE_SPOT.to_string()];
+        l.requirements.add(
+            CAPACITY_TYPE,
+            Requirement::single(CAPACITY_TYPE_SPOT.to_string()),
+        );
+        self.keep_cheaper(l, max_price)?;
+        if nodes.len() > 1 {
+            // Karpenter asks no minimum flexibility of a multi-node spot-to-spot command.
+            return Ok(());
+        }
+        if l.instance_types.len() < MIN_SPOT_TO_SPOT_TYPES {
+            return Err(format!(
+                "spot-to-spot replacement needs at least {MIN_SPOT_TO_SPOT_TYPES} cheaper instance types, found {}",
+                l.instance_types.len()
+            ));
+        }
+        let keep = MIN_SPOT_TO_SPOT_TYPES.max(min_instance_types(l));
+        let kept: Vec<String> = l.instance_types.iter().take(keep).cloned().collect();
+        self.set_types(l, kept)
+    }
+
+    /// Keeps the launch's instance types whose worst launch price is below `max_price`
+    /// (Karpenter's `RemoveInstanceTypeOptionsByPriceAndMinValues`): whichever offering EC2
+    /// picks, the replacement is cheaper than what it replaces. A launch that may be spot or
+    /// on-demand was priced as spot, so it is narrowed to spot: if spot capacity runs out the
+    /// launch fails rather than buying a dearer on-demand node.
+    ///
+    /// Without this, the replacement listed every type that fits (cheapest first), and a
+    /// fleet request falling back from the cheapest could launch a node dearer than the one it
+    /// replaced.
+    fn keep_cheaper(&self, l: &mut Launch, max_price: i64) -> Result<(), String> {
+        let pool = self.pool(&l.nodepool)?;
+        let kept: Vec<String> = l
             .instance_types
             .iter()
             .filter(|name| {
                 pool.types
                     .iter()
                     .find(|t| &&t.instance_type.name == name)
-                    .and_then(|t| {
-                        t.instance_type
-                            .offerings
-                            .iter()
-                            .filter(|o| o.available && o.capacity_type == CAPACITY_TYPE_SPOT)
-                            .filter(|o| l.zones.contains(&o.zone))
-                            .map(|o| o.price)
-                            .min()
-                    })
-                    .is_some_and(|p| p < price)
+                    .and_then(|t| worst_launch_price(&t.instance_type, l))
+                    .is_some_and(|p| p < max_price)
             })
             .cloned()
             .collect();
-        if cheaper.len() < MIN_SPOT_TO_SPOT_TYPES {
+        if kept.is_empty() {
             return Err(format!(
-                "spot-to-spot replacement needs at least {MIN_SPOT_TO_SPOT_TYPES} cheaper instance types, found {}",
-                cheaper.len()
+                "no cheaper replacement (no instance type costs less than {})",
+                Price(max_price)
             ));
         }
-        let min_values = l
-            .requirements
-            .get(INSTANCE_TYPE)
-            .and_then(|r| r.min_values)
-            .unwrap_or(0) as usize;
-        let keep = MIN_SPOT_TO_SPOT_TYPES.max(min_values);
-        let kept: Vec<String> = cheaper.into_iter().take(keep).collect();
+        let min_values = min_instance_types(l);
+        if kept.len() < min_values {
+            return Err(format!(
+                "only {} instance types are cheaper than {}, minValues needs {min_values}",
+                kept.len(),
+                Price(max_price)
+            ));
+        }
+        let spot = CAPACITY_TYPE_SPOT.to_string();
+        if l.capacity_types.contains(&spot) && l.capacity_types.len() > 1 {
+            l.capacity_types = vec![spot.clone()];
+            l.requirements.add(CAPACITY_TYPE, Requirement::single(spot));
+        }
+        self.set_types(l, kept)
+    }
+
+    /// Sets a launch's instance types (cheapest first, as given) and recomputes what follows
+    /// from them: its requirement, zones and cheapest price. Types left without an offering the
+    /// launch allows are dropped.
+    fn set_types(&self, l: &mut Launch, types: Vec<String>) -> Result<(), String> {
+        let pool = self.pool(&l.nodepool)?;
+        let mut kept = Vec::new();
+        let mut zones = BTreeSet::new();
+        let mut price: Option<i64> = None;
+        for name in types {
+            let Some(t) = pool.types.iter().find(|t| t.instance_type.name == name) else {
+                continue;
+            };
+            let mut any = false;
+            for o in t
+                .instance_type
+                .offerings
+                .iter()
+                .filter(|o| launch_allows(l, o))
+            {
+                any = true;
+                zones.insert(o.zone.clone());
+                price = Some(price.map_or(o.price.0, |p| p.min(o.price.0)));
+            }
+            if any {
+                kept.push(name);
+            }
+        }
+        let Some(price) = price else {
+            return Err("no instance type has an offering the replacement allows".to_string());
+        };
         l.requirements.add(
             INSTANCE_TYPE,
             Requirement::finite(kept.iter().cloned().collect()),
         );
         l.instance_types = kept;
+        l.zones = zones.into_iter().collect();
+        l.price = Price(price);
         Ok(())
+    }
+
+    fn pool(&self, name: &str) -> Result<&'a PoolTypes, String> {
+        self.world
+            .pools
+            .iter()
+            .copied()
+            .find(|p| p.nodepool.name == name)
+            .ok_or_else(|| format!("NodePool {name} is gone"))
     }
 
     /// Consolidation blockers of a candidate, in the order a user would look for them.
@@ -435,42 +521,72 @@ impl<'a> Evaluation<'a> {
 
     /// `Balanced`: drop options whose savings share is under half their disruption share.
     fn balanced_filter(&mut self, options: &mut Vec<(&'a Candidate, Vec<Launch>, i64)>) {
-        let mut pool_price: BTreeMap<&str, i64> = BTreeMap::new();
-        let mut pool_cost: BTreeMap<&str, i64> = BTreeMap::new();
-        for c in self.candidates.values() {
-            *pool_price.entry(c.nodepool.as_str()).or_insert(0) += price_of(c);
-            *pool_cost.entry(c.nodepool.as_str()).or_insert(0) += c.disruption_cost;
-        }
         let mut kept = Vec::new();
         for (c, launches, savings) in options.drain(..) {
-            if c.policy == ConsolidationPolicy::Balanced {
-                let price_total = *pool_price.get(c.nodepool.as_str()).unwrap_or(&0) as f64;
-                let cost_total = *pool_cost.get(c.nodepool.as_str()).unwrap_or(&0) as f64;
-                let savings_share = if price_total > 0.0 {
-                    savings as f64 / price_total
-                } else {
-                    0.0
-                };
-                let disruption_share = if cost_total > 0.0 {
-                    c.disruption_cost as f64 / cost_total
-                } else {
-                    0.0
-                };
-                if disruption_share > 0.0 && savings_share / disruption_share < 0.5 {
-                    self.blocked.push((
-                        c.node.clone(),
-                        DisruptionReason::Underutilized,
-                        format!(
-                            "consolidationPolicy: Balanced (savings share {:.3} < half of disruption share {:.3})",
-                            savings_share, disruption_share
-                        ),
-                    ));
-                    continue;
-                }
+            if let Err(why) = self.balanced(&[c], savings) {
+                self.blocked
+                    .push((c.node.clone(), DisruptionReason::Underutilized, why));
+                continue;
             }
             kept.push((c, launches, savings));
         }
         *options = kept;
+    }
+
+    /// Karpenter's `Balanced` score of a move (single- or multi-node): for each NodePool of the
+    /// removed nodes whose policy is `Balanced`, its share of the savings (split between pools
+    /// by the removed nodes' prices) over its NodePool's total price, divided by the removed
+    /// nodes' disruption cost over the NodePool's total disruption cost, must be at least 1/2.
+    /// Totals are over every node of the NodePool, candidates or not.
+    fn balanced(&self, nodes: &[&Candidate], savings: i64) -> Result<(), String> {
+        let source: i64 = nodes.iter().map(|c| price_of(c)).sum();
+        let mut pools: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
+        for c in nodes {
+            let e = pools.entry(c.nodepool.as_str()).or_insert((0, 0));
+            e.0 += price_of(c);
+            e.1 += c.disruption_cost;
+        }
+        for (pool, (price, cost)) in pools {
+            let balanced = nodes
+                .iter()
+                .any(|c| c.nodepool == pool && c.policy == ConsolidationPolicy::Balanced);
+            if !balanced {
+                continue;
+            }
+            let (mut price_total, mut cost_total) = (0i64, 0i64);
+            for c in self.candidates.values().filter(|c| c.nodepool == pool) {
+                price_total += price_of(c);
+                cost_total += c.disruption_cost;
+            }
+            let pool_savings = if nodes.len() > 1 && source > 0 {
+                savings as f64 * price as f64 / source as f64
+            } else {
+                savings as f64
+            };
+            let savings_share = if price_total > 0 {
+                pool_savings / price_total as f64
+            } else {
+                0.0
+            };
+            let disruption_share = if cost_total > 0 {
+                cost as f64 / cost_total as f64
+            } else {
+                0.0
+            };
+            // A zero disruption share cannot happen (every node costs at least its base);
+            // treat it as a score of 0 rather than dividing by it.
+            let score = if disruption_share > 0.0 {
+                savings_share / disruption_share
+            } else {
+                0.0
+            };
+            if score < 0.5 {
+                return Err(format!(
+                    "consolidationPolicy: Balanced (NodePool {pool}: savings share {savings_share:.3} < half of disruption share {disruption_share:.3})"
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Multi-node consolidation over unblocked, consolidatable candidates within budget.
@@ -481,16 +597,22 @@ impl<'a> Evaluation<'a> {
             .iter()
             .copied()
             .filter(|c| {
+                // Empty nodes are emptiness's alone, under the Empty budget (Karpenter leaves
+                // them out of consolidation "for correct budget accounting"): one the Empty
+                // budget holds back must not go as Underutilized instead.
                 !self.taken.contains(&c.node)
+                    && !c.pods.is_empty()
                     && c.consolidatable
                     && c.price.is_some()
-                    && Self::consolidation_blocker(c, c.pods.is_empty()).is_none()
+                    && Self::consolidation_blocker(c, false).is_none()
             })
             .collect();
+        // Highest price per unit of disruption cost first (Karpenter's `SavingsRatio`): the
+        // prefix the binary search tries holds the nodes most worth removing.
         sorted.sort_by(|a, b| {
-            a.disruption_cost
-                .cmp(&b.disruption_cost)
-                .then_with(|| a.node.cmp(&b.node))
+            let ra = price_of(a) as f64 / a.disruption_cost.max(1) as f64;
+            let rb = price_of(b) as f64 / b.disruption_cost.max(1) as f64;
+            rb.total_cmp(&ra).then_with(|| a.node.cmp(&b.node))
         });
         for c in sorted {
             let left = match pool_left.get(&c.nodepool) {
@@ -530,23 +652,35 @@ impl<'a> Evaluation<'a> {
 
     /// Removing all of `nodes` for fewer, cheaper new ones, if that works.
     fn multi_option(&self, nodes: &[&'a Candidate]) -> Option<Command> {
-        let launches = self.simulate(nodes).ok()?;
+        let mut launches = self.simulate(nodes).ok()?;
         if launches.len() >= nodes.len() {
             return None;
         }
         let old: i64 = nodes.iter().map(|c| price_of(c)).sum();
+        let cheapest: i64 = launches.iter().map(|l| l.price.0).sum();
+        if cheapest >= old {
+            return None;
+        }
+        // Each replacement must stay cheaper whatever offering it gets: it keeps the types under
+        // its cheapest price plus an equal share of the savings (for one replacement, under
+        // the removed nodes' total, as Karpenter). A replacement that could be one of the
+        // removed nodes' types must be cheaper than that node, or keeping the node and only
+        // deleting the others disrupts less (Karpenter's `filterOutSameInstanceType`).
+        let share = (old - cheapest) / launches.len().max(1) as i64;
+        for l in &mut launches {
+            let mut limit = l.price.0 + share;
+            for c in nodes {
+                if l.instance_types.contains(&c.instance_type) {
+                    limit = limit.min(price_of(c));
+                }
+            }
+            self.price_replacement(nodes, l, limit).ok()?;
+        }
         let new: i64 = launches.iter().map(|l| l.price.0).sum();
         if new >= old {
             return None;
         }
-        let any_spot = nodes.iter().any(|c| c.capacity_type == CAPACITY_TYPE_SPOT);
-        let spot_launch = launches
-            .iter()
-            .any(|l| l.capacity_types.iter().any(|t| t == CAPACITY_TYPE_SPOT));
-        if any_spot && spot_launch {
-            // Spot-to-spot replacement is single-node only.
-            return None;
-        }
+        self.balanced(nodes, old - new).ok()?;
         Some(Command {
             nodes: nodes.iter().map(|c| c.node.clone()).collect(),
             reason: DisruptionReason::Underutilized,
@@ -603,6 +737,37 @@ impl<'a> Evaluation<'a> {
         }
         out
     }
+}
+
+/// The `minValues` of a launch's instance-type requirement (0 without one).
+fn min_instance_types(l: &Launch) -> usize {
+    l.requirements
+        .get(INSTANCE_TYPE)
+        .and_then(|r| r.min_values)
+        .unwrap_or(0) as usize
+}
+
+/// Whether a launch may get this offering: available, in its zones and capacity types.
+fn launch_allows(l: &Launch, o: &Offering) -> bool {
+    o.available && l.zones.contains(&o.zone) && l.capacity_types.contains(&o.capacity_type)
+}
+
+/// The most a launch may pay for a type (Karpenter's `WorstLaunchPrice`): the dearest offering
+/// the launch allows of the capacity type it would get — reserved, else spot, else on-demand.
+fn worst_launch_price(it: &InstanceType, l: &Launch) -> Option<i64> {
+    [
+        CAPACITY_TYPE_RESERVED,
+        CAPACITY_TYPE_SPOT,
+        CAPACITY_TYPE_ON_DEMAND,
+    ]
+    .iter()
+    .find_map(|ct| {
+        it.offerings
+            .iter()
+            .filter(|o| o.capacity_type == *ct && launch_allows(l, o))
+            .map(|o| o.price.0)
+            .max()
+    })
 }
 
 /// Whether a node can take pods moved off a disrupted node.

@@ -4,7 +4,9 @@
 //! Karpenter's eviction cost (1 + `controller.kubernetes.io/pod-deletion-cost` / 2²⁷ +
 //! priority / 2²⁵, clamped to ±10). A pod annotated `karpenter.sh/do-not-disrupt: "true"` blocks
 //! graceful disruption of its node; with a duration (`"30m"`) it blocks only until that long
-//! after the pod was created. Pods without an owner do not block: Karpenter v1 evicts them.
+//! after the pod was created. DaemonSet and mirror pods block as well (they are not movable, but
+//! Karpenter honours their annotation). Pods without an owner do not block: Karpenter v1 evicts
+//! them.
 
 use super::types::MovablePod;
 use crate::pod_classes::class_of;
@@ -72,9 +74,8 @@ pub fn pod_blockers<'s>(
 ) -> VecCollection<'s, Epoch, (String, String)> {
     let annotated = pods.flat_map(|p| {
         let node = p.node_name.clone()?;
-        if p.is_daemon {
-            return None;
-        }
+        // DaemonSet and mirror pods block too: Karpenter checks the annotation on every active
+        // pod of the node, "so that Mirror Pods and DaemonSets can block disruption".
         let (from, until) = do_not_disrupt(&p)?;
         let why = match until {
             None => format!("pod {} has {DO_NOT_DISRUPT}", p.key()),

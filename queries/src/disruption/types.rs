@@ -26,11 +26,15 @@ pub struct Candidate {
     /// `consolidateAfter` has passed since the last pod event (Karpenter's Consolidatable).
     pub consolidatable: bool,
     pub capacity_type: String,
+    /// Its `node.kubernetes.io/instance-type` label.
+    pub instance_type: String,
     /// The price of its offering (`None`: its type or offering is no longer offered).
     pub price: Option<Price>,
     /// Movable pods by class, sorted.
     pub pods: Vec<(ClassId, i64)>,
-    /// Sum of the pods' eviction costs, in millionths.
+    /// What disrupting it costs, in millionths: 1 for the node itself plus each pod's eviction
+    /// cost, negative ones counted as 0 (Karpenter's `RescheduleDisruptionCost`; the base keeps
+    /// an empty node's cost above zero, so ratios and `Balanced` shares never divide by zero).
     pub disruption_cost: i64,
     /// Why graceful disruption may not touch it (do-not-disrupt, a PodDisruptionBudget).
     pub blocked_by: Option<String>,

@@ -461,3 +461,157 @@ pub fn lowest_price_per_pod_split(n: i64, cpu_m: i64, mem_mib: i64) -> Vec<usize
     split.sort_unstable();
     split
 }
+
+// ---------------------------------------------------------------------------------------------
+// Helpers for the disruption scenarios (scenarios_disruption.rs).
+
+/// `ms` since the epoch as an RFC 3339 UTC timestamp with milliseconds
+/// (`2026-11-30T00:00:00.000Z`), for manifest fields.
+pub fn rfc3339(ms: u64) -> String {
+    let secs = ms / 1000;
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Howard Hinnant's civil-from-days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60,
+        ms % 1000
+    )
+}
+
+/// [`node`] with extra lines (taints, `unschedulable`) indented under `spec:`.
+#[allow(clippy::too_many_arguments)]
+pub fn node_with_spec(
+    name: &str,
+    pool: &str,
+    instance_type: &str,
+    zone: &str,
+    capacity_type: &str,
+    created: &str,
+    extra_meta: &str,
+    extra_spec: &str,
+) -> String {
+    node(
+        name,
+        pool,
+        instance_type,
+        zone,
+        capacity_type,
+        created,
+        extra_meta,
+    )
+    .replacen(
+        "spec:\n  providerID:",
+        &format!("spec:\n{extra_spec}\n  providerID:"),
+        1,
+    )
+}
+
+/// A `karpenter.sh/v1` NodeClaim of the registered node `node` (matched by `status.nodeName`),
+/// with extra lines indented under `metadata:` (annotations) and under `status:` (`imageID`,
+/// `lastPodEventTime`).
+pub fn nodeclaim(name: &str, node: &str, extra_meta: &str, extra_status: &str) -> String {
+    format!(
+        r#"
+apiVersion: karpenter.sh/v1
+kind: NodeClaim
+metadata:
+  name: {name}
+{extra_meta}
+spec:
+  nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+  requirements: []
+status:
+  nodeName: {node}
+{extra_status}
+---
+"#
+    )
+}
+
+/// A pod bound to `node`, owned by a controller of kind `owner` (`None`: no owner), with extra
+/// lines indented under `metadata:` and under `spec:`.
+pub fn bound_pod_with(
+    name: &str,
+    node: &str,
+    cpu: &str,
+    memory: &str,
+    owner: Option<&str>,
+    extra_meta: &str,
+    extra_spec: &str,
+) -> String {
+    let owner = match owner {
+        Some(kind) => format!(
+            "  ownerReferences: [{{apiVersion: apps/v1, kind: {kind}, name: owner, uid: u, controller: true}}]"
+        ),
+        None => String::new(),
+    };
+    format!(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  namespace: default
+  labels: {{app: {name}}}
+{owner}
+{extra_meta}
+spec:
+  nodeName: {node}
+{extra_spec}
+  containers:
+    - name: app
+      image: app
+      resources:
+        requests: {{cpu: "{cpu}", memory: "{memory}"}}
+---
+"#
+    )
+}
+
+/// A PodDisruptionBudget in `default` selecting the pods labelled `app: {app}`; `limit` is its
+/// `minAvailable: …` or `maxUnavailable: …` line.
+pub fn pdb(name: &str, app: &str, limit: &str) -> String {
+    format!(
+        r#"
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: {name}
+  namespace: default
+spec:
+  {limit}
+  selector:
+    matchLabels: {{app: {app}}}
+---
+"#
+    )
+}
+
+/// Applies `edit` to the `Fact::Node` named `name` (panics when there is none), for node
+/// fields a manifest cannot set directly.
+pub fn edit_node(
+    facts: &mut [Fact],
+    name: &str,
+    edit: impl FnOnce(&mut dovetail_dataflow::model::Node),
+) {
+    let node = facts
+        .iter_mut()
+        .find_map(|f| match f {
+            Fact::Node(n) if n.name == name => Some(n),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no Fact::Node {name}"));
+    edit(node);
+}
