@@ -1,12 +1,13 @@
 //! dovetail: a Kubernetes node autoscaler in the mould of Karpenter, whose decisions are
 //! standing queries kept up to date by differential dataflow.
 
+mod feature_gates;
 mod plan;
 mod replay;
 mod report;
 mod trace;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
@@ -38,6 +39,13 @@ enum Command {
         /// Timely worker threads.
         #[arg(short = 'w', long, default_value_t = 1)]
         workers: usize,
+        /// The time to plan at (RFC 3339): expiry, consolidateAfter, do-not-disrupt durations
+        /// and budget schedules are judged at it. Default: now.
+        #[arg(long, value_name = "RFC3339", value_parser = plan::parse_now)]
+        now: Option<u64>,
+        /// Karpenter's feature gates, e.g. `SpotToSpotConsolidation=true`.
+        #[arg(long, value_name = "NAME=BOOL,...", value_parser = feature_gates::parse, default_value = "")]
+        feature_gates: feature_gates::FeatureGates,
     },
     /// The embedded default: replay a workload trace against a simulated cluster and EC2, with
     /// the real engine making every decision; print a summary and optionally write a report.
@@ -63,8 +71,20 @@ fn main() -> Result<()> {
             region,
             output,
             workers,
+            now,
+            feature_gates,
         } => {
-            let result = plan::plan(&paths, &region, workers)?;
+            let now_ms = match now {
+                Some(ms) => ms,
+                None => wall_clock_ms()?,
+            };
+            let options = plan::PlanOptions {
+                region: &region,
+                workers,
+                now_ms,
+                gates: &feature_gates.0,
+            };
+            let result = plan::plan(&paths, &options)?;
             match output {
                 Format::Json => println!("{}", serde_json::to_string_pretty(&result)?),
                 Format::Table => print!("{}", report::table(&result)),
@@ -74,4 +94,13 @@ fn main() -> Result<()> {
         Command::Trace { command } => trace::run(command)?,
     }
     Ok(())
+}
+
+/// The wall clock in ms since the epoch: read here only, so everything below runs on a clock
+/// it is given.
+fn wall_clock_ms() -> Result<u64> {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .context("the system clock is before 1970")?;
+    Ok(u64::try_from(since.as_millis())?)
 }

@@ -1,9 +1,10 @@
-//! `dovetail plan`: manifests in, one engine epoch, the decisions out in the shape other tools
-//! read (keep the field names).
+//! `dovetail plan`: manifests in, one engine epoch at the given time, the decisions out in the
+//! shape other tools read (keep the field names).
 
+use crate::feature_gates::FeatureGate;
 use anyhow::{Context, Result};
-use dovetail_dataflow::decisions::Decision;
-use dovetail_dataflow::engine::Engine;
+use dovetail_dataflow::decisions::{Decision, Disruption};
+use dovetail_dataflow::engine::{Engine, Epoch};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -17,6 +18,8 @@ pub struct LaunchOut {
     pub capacity_types: Vec<String>,
     pub price_per_hour: f64,
     pub pods: Vec<String>,
+    /// The nodes a replacement launch takes the pods of (empty for a launch for pending pods).
+    pub replaces: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -32,11 +35,46 @@ pub struct UnschedulableOut {
 }
 
 #[derive(Debug, Serialize)]
+pub struct DisruptionOut {
+    pub node: String,
+    pub nodeclaim: Option<String>,
+    pub nodepool: String,
+    /// Karpenter's reason: Empty, Underutilized, Drifted, Expired or Interrupted.
+    pub reason: &'static str,
+    /// Shared by the nodes disrupted together; `null` for a blocked candidate.
+    pub command: Option<String>,
+    /// Names of the launches that replace it (listed in `launches`).
+    pub replacements: Vec<String>,
+    /// What the whole command saves per hour.
+    pub savings_per_hour: f64,
+    /// Why it is not disrupted now; `null` when it is.
+    pub blocked_by: Option<String>,
+}
+
+/// A NodeClaim to annotate with dovetail's drift hashes.
+#[derive(Debug, Serialize)]
+pub struct AdoptionOut {
+    pub nodeclaim: String,
+    pub nodepool_hash: String,
+    pub nodeclass_hash: String,
+}
+
+#[derive(Debug, Serialize)]
 pub struct Summary {
     pub pods_pending: usize,
+    /// Launches for pending pods, and their cost (replacements are counted below, so that the
+    /// lower bound, which is over pending pods, compares with like).
     pub launches: usize,
     pub cost_per_hour: f64,
     pub lower_bound_per_hour: f64,
+    /// Nodes disrupted now (blocked candidates not counted).
+    pub nodes_to_disrupt: usize,
+    /// Launches replacing disrupted nodes, and their cost.
+    pub replacement_launches: usize,
+    pub replacement_cost_per_hour: f64,
+    /// What the disruption commands save per hour together, each command counted once
+    /// (replacements already deducted).
+    pub savings_per_hour: f64,
 }
 
 #[derive(Debug, Serialize)]
@@ -44,7 +82,8 @@ pub struct PlanOutput {
     pub launches: Vec<LaunchOut>,
     pub bindings: Vec<BindingOut>,
     pub unschedulable: Vec<UnschedulableOut>,
-    pub disruptions: Vec<serde_json::Value>,
+    pub disruptions: Vec<DisruptionOut>,
+    pub adoptions: Vec<AdoptionOut>,
     pub summary: Summary,
     /// What the loader skipped or could not honour, for the reader.
     pub notes: Vec<String>,
@@ -55,12 +94,36 @@ fn dollars(micros: i64) -> f64 {
     micros as f64 / 1_000_000.0
 }
 
-pub fn plan(paths: &[PathBuf], region: &str, workers: usize) -> Result<PlanOutput> {
+/// `--now`: an RFC 3339 time after the Unix epoch, as the engine's logical clock in ms.
+pub fn parse_now(text: &str) -> Result<Epoch, String> {
+    let ms = dovetail_ingest::parse_rfc3339_ms(text)
+        .ok_or_else(|| format!("{text:?} is not an RFC 3339 time (e.g. 2026-11-30T09:00:00Z)"))?;
+    Epoch::try_from(ms)
+        .ok()
+        .filter(|ms| *ms > 0)
+        .ok_or_else(|| format!("{text:?} is not after 1970-01-01T00:00:00Z"))
+}
+
+/// What a plan is asked for besides the manifests.
+pub struct PlanOptions<'a> {
+    pub region: &'a str,
+    pub workers: usize,
+    /// The logical clock, in ms since the epoch (must be above 0).
+    pub now_ms: Epoch,
+    pub gates: &'a [FeatureGate],
+}
+
+pub fn plan(paths: &[PathBuf], o: &PlanOptions) -> Result<PlanOutput> {
     let manifests = dovetail_ingest::load_paths(paths)?;
-    let facts = dovetail_ingest::facts::manifest_facts(&manifests, region)?;
-    let mut engine =
-        Engine::start(workers, dovetail_queries::provisioning).context("starting the engine")?;
-    engine.advance(1, facts.into_iter().map(|f| (f, 1)).collect())?;
+    let mut facts = dovetail_ingest::facts::manifest_facts(&manifests, o.region)?;
+    facts.extend(o.gates.iter().map(FeatureGate::fact));
+    let mut engine = Engine::start(o.workers, dovetail_queries::standing_queries)
+        .context("starting the engine")?;
+    // The clock reaches `now` first, so the facts arrive at that epoch and every timer due by
+    // then (expireAfter, consolidateAfter, do-not-disrupt windows, budget schedules) has fired
+    // once the epoch closes.
+    engine.advance(o.now_ms, Vec::new())?;
+    engine.advance(o.now_ms + 1, facts.into_iter().map(|f| (f, 1)).collect())?;
     Ok(assemble(engine.decisions(), manifests.notes))
 }
 
@@ -70,6 +133,10 @@ pub fn assemble(decisions: Vec<Decision>, notes: Vec<String>) -> PlanOutput {
     let mut bindings = Vec::new();
     let mut unschedulable = Vec::new();
     let mut lower_bound = 0;
+    let mut disruptions = Vec::new();
+    let mut adoptions = Vec::new();
+    // The nodes of one command all carry the command's savings.
+    let mut savings: BTreeMap<String, i64> = BTreeMap::new();
     for d in decisions {
         match d {
             Decision::Launch(l) => launches.push(l),
@@ -78,9 +145,26 @@ pub fn assemble(decisions: Vec<Decision>, notes: Vec<String>) -> PlanOutput {
                 unschedulable.push(UnschedulableOut { pod, reason })
             }
             Decision::LowerBound(p) => lower_bound += p.0,
-            Decision::ClusterLowerBound(_) | Decision::Disruption(_) | Decision::Adopt { .. } => {}
+            Decision::Disruption(d) => {
+                if let Some(command) = &d.command {
+                    savings.insert(command.clone(), d.savings_per_hour.0);
+                }
+                disruptions.push(disruption_out(d));
+            }
+            Decision::Adopt {
+                nodeclaim,
+                nodepool_hash,
+                nodeclass_hash,
+            } => adoptions.push(AdoptionOut {
+                nodeclaim,
+                nodepool_hash,
+                nodeclass_hash,
+            }),
+            Decision::ClusterLowerBound(_) => {}
         }
     }
+    disruptions.sort_by(|a, b| (&a.node, a.reason).cmp(&(&b.node, b.reason)));
+    adoptions.sort_by(|a, b| a.nodeclaim.cmp(&b.nodeclaim));
     let mut pods_of: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for b in &bindings {
         pods_of
@@ -88,10 +172,17 @@ pub fn assemble(decisions: Vec<Decision>, notes: Vec<String>) -> PlanOutput {
             .or_default()
             .push(b.pod.clone());
     }
+    let mut replaced: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for d in &disruptions {
+        for r in &d.replacements {
+            replaced.entry(r.as_str()).or_default().push(d.node.clone());
+        }
+    }
     let launches: Vec<LaunchOut> = launches
         .into_iter()
         .map(|l| LaunchOut {
             pods: pods_of.get(l.name.as_str()).cloned().unwrap_or_default(),
+            replaces: replaced.get(l.name.as_str()).cloned().unwrap_or_default(),
             price_per_hour: dollars(l.price.0),
             name: l.name,
             nodepool: l.nodepool,
@@ -100,22 +191,45 @@ pub fn assemble(decisions: Vec<Decision>, notes: Vec<String>) -> PlanOutput {
             capacity_types: l.capacity_types,
         })
         .collect();
-    let cost: i64 = launches
-        .iter()
-        .map(|l| (l.price_per_hour * 1_000_000.0).round() as i64)
-        .sum();
+    let (replacements, new): (Vec<&LaunchOut>, Vec<&LaunchOut>) =
+        launches.iter().partition(|l| !l.replaces.is_empty());
+    let cost = |ls: &[&LaunchOut]| -> f64 {
+        dollars(
+            ls.iter()
+                .map(|l| (l.price_per_hour * 1_000_000.0).round() as i64)
+                .sum(),
+        )
+    };
     let summary = Summary {
         pods_pending: bindings.len() + unschedulable.len(),
-        launches: launches.len(),
-        cost_per_hour: dollars(cost),
+        launches: new.len(),
+        cost_per_hour: cost(&new),
         lower_bound_per_hour: dollars(lower_bound),
+        nodes_to_disrupt: disruptions.iter().filter(|d| d.command.is_some()).count(),
+        replacement_launches: replacements.len(),
+        replacement_cost_per_hour: cost(&replacements),
+        savings_per_hour: dollars(savings.values().sum()),
     };
     PlanOutput {
         launches,
         bindings,
         unschedulable,
-        disruptions: Vec::new(),
+        disruptions,
+        adoptions,
         summary,
         notes,
+    }
+}
+
+fn disruption_out(d: Disruption) -> DisruptionOut {
+    DisruptionOut {
+        node: d.node,
+        nodeclaim: d.nodeclaim,
+        nodepool: d.nodepool,
+        reason: d.reason.as_str(),
+        command: d.command,
+        replacements: d.replacements,
+        savings_per_hour: dollars(d.savings_per_hour.0),
+        blocked_by: d.blocked_by,
     }
 }

@@ -18,6 +18,17 @@ pub fn table(p: &PlanOutput) -> String {
             .count(),
         p.unschedulable.len()
     );
+    if !p.disruptions.is_empty() {
+        let _ = writeln!(
+            s,
+            "{} nodes to disrupt with {} replacement launches at ${:.4}/h, saving ${:.4}/h; {} candidates blocked",
+            p.summary.nodes_to_disrupt,
+            p.summary.replacement_launches,
+            p.summary.replacement_cost_per_hour,
+            p.summary.savings_per_hour,
+            p.disruptions.iter().filter(|d| d.blocked_by.is_some()).count()
+        );
+    }
     if !p.launches.is_empty() {
         let _ = writeln!(s, "\nLAUNCH                     NODEPOOL      $/H      PODS  ZONES                      CAPACITY          INSTANCE TYPES (cheapest first)");
         for l in &p.launches {
@@ -31,6 +42,9 @@ pub fn table(p: &PlanOutput) -> String {
             if l.instance_types.len() > 4 {
                 let _ = write!(types, ",… ({} in all)", l.instance_types.len());
             }
+            if !l.replaces.is_empty() {
+                let _ = write!(types, "  (replaces {})", l.replaces.join(", "));
+            }
             let _ = writeln!(
                 s,
                 "{:<26} {:<12} {:>8.4} {:>5}  {:<26} {:<17} {}",
@@ -41,6 +55,42 @@ pub fn table(p: &PlanOutput) -> String {
                 l.zones.join(","),
                 l.capacity_types.join(","),
                 types
+            );
+        }
+    }
+    if !p.disruptions.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nDISRUPT NODE                 REASON         COMMAND          SAVES $/H  REPLACEMENTS          BLOCKED BY"
+        );
+        for d in &p.disruptions {
+            let replacements = if d.replacements.is_empty() {
+                "-".to_string()
+            } else {
+                d.replacements.join(",")
+            };
+            let _ = writeln!(
+                s,
+                "{:<28} {:<14} {:<16} {:>9.4}  {:<21} {}",
+                d.node,
+                d.reason,
+                d.command.as_deref().unwrap_or("-"),
+                d.savings_per_hour,
+                replacements,
+                d.blocked_by.as_deref().unwrap_or("-")
+            );
+        }
+    }
+    if !p.adoptions.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nADOPT NODECLAIM (write dovetail's drift hashes)  NODEPOOL HASH     NODECLASS HASH"
+        );
+        for a in &p.adoptions {
+            let _ = writeln!(
+                s,
+                "{:<48} {:<17} {}",
+                a.nodeclaim, a.nodepool_hash, a.nodeclass_hash
             );
         }
     }

@@ -158,3 +158,249 @@ fn table_output_names_launches_and_reasons() {
         "{text}"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Disruption: examples/disruption at fixed times. Its nodes are named for what the manifests
+// make of them (see the comments in examples/disruption/nodes.yaml).
+
+/// Monday 2026-11-30, noon UTC: inside the NodePool's business-hours budget window.
+const MONDAY_NOON: &str = "2026-11-30T12:00:00Z";
+/// The same Monday at 20:00 UTC: the window (09:00 for 8h) has closed.
+const MONDAY_EVENING: &str = "2026-11-30T20:00:00Z";
+/// Saturday 2026-12-05, noon UTC: the schedule is Monday to Friday only.
+const SATURDAY_NOON: &str = "2026-12-05T12:00:00Z";
+
+fn disruption_plan(now: &str, extra: &[&str]) -> Value {
+    let mut args = vec!["-f", "examples/disruption", "--now", now];
+    args.extend_from_slice(extra);
+    plan_json(&args)
+}
+
+/// The disruption entries of one node.
+fn entries<'a>(plan: &'a Value, node: &str) -> Vec<&'a Value> {
+    plan["disruptions"]
+        .as_array()
+        .map(|ds| ds.iter().filter(|d| d["node"] == node).collect())
+        .unwrap_or_default()
+}
+
+/// The single disruption entry of a node.
+fn entry<'a>(plan: &'a Value, node: &str) -> &'a Value {
+    let found = entries(plan, node);
+    assert_eq!(found.len(), 1, "one entry for {node}: {plan:#}");
+    found[0]
+}
+
+fn blocked_by(d: &Value) -> &str {
+    d["blocked_by"].as_str().unwrap_or_default()
+}
+
+/// A node disrupted now: a command, no blocker.
+fn assert_disrupted(plan: &Value, node: &str, reason: &str) {
+    let d = entry(plan, node);
+    assert_eq!(d["reason"], reason, "{d:#}");
+    assert!(d["command"].is_string(), "{node} has a command: {d:#}");
+    assert!(d["blocked_by"].is_null(), "{node} is not blocked: {d:#}");
+    assert_eq!(d["nodepool"], "general");
+}
+
+/// A candidate held back: no command, a blocker naming `why`.
+fn assert_blocked(plan: &Value, node: &str, why: &[&str]) {
+    let d = entry(plan, node);
+    assert!(d["command"].is_null(), "{node} has no command: {d:#}");
+    let by = blocked_by(d);
+    for part in why {
+        assert!(by.contains(part), "{node} blocked by {part:?}: {d:#}");
+    }
+}
+
+#[test]
+fn plans_disruption_of_the_example_cluster() {
+    let plan = disruption_plan(MONDAY_NOON, &[]);
+
+    assert_disrupted(&plan, "empty", "Empty");
+    assert_disrupted(&plan, "drifted", "Drifted");
+    assert_disrupted(&plan, "expired", "Expired");
+    assert_blocked(
+        &plan,
+        "pinned",
+        &["karpenter.sh/do-not-disrupt", "ml/train-step-41-k9v3p"],
+    );
+    assert_blocked(&plan, "guarded", &["PodDisruptionBudget", "shop/checkout"]);
+    // Noon on a Monday is inside the budget window that allows no Underutilized disruption.
+    assert_blocked(&plan, "underused", &["budget", "Underutilized"]);
+    assert_eq!(entry(&plan, "underused")["reason"], "Underutilized");
+
+    let disruptions = plan["disruptions"].as_array().expect("disruptions");
+    let nodes: Vec<&str> = disruptions
+        .iter()
+        .filter_map(|d| d["node"].as_str())
+        .collect();
+    let mut sorted = nodes.clone();
+    sorted.sort();
+    assert_eq!(nodes, sorted, "disruptions are sorted by node");
+
+    // An empty node goes without replacement and saves its whole price; the drifted and expired
+    // nodes' pods are too big for the room left elsewhere, so each gets a replacement, listed
+    // among the launches as replacing it.
+    let empty = entry(&plan, "empty");
+    assert_eq!(empty["replacements"], serde_json::json!([]));
+    assert!(empty["savings_per_hour"].as_f64().unwrap_or(0.0) > 0.0);
+    assert_eq!(empty["nodeclaim"], "general-4kq7p");
+    let launches = plan["launches"].as_array().expect("launches");
+    for node in ["drifted", "expired"] {
+        let names = entry(&plan, node)["replacements"]
+            .as_array()
+            .expect("replacements")
+            .clone();
+        assert_eq!(names.len(), 1, "{node}: {plan:#}");
+        let launch = launches
+            .iter()
+            .find(|l| l["name"] == names[0])
+            .unwrap_or_else(|| panic!("{node}'s replacement is a launch: {plan:#}"));
+        assert_eq!(launch["replaces"], serde_json::json!([node]));
+        assert_eq!(launch["capacity_types"], serde_json::json!(["on-demand"]));
+    }
+
+    // Distinct commands; the summary counts each command's savings once.
+    let commands: std::collections::BTreeMap<&str, f64> = disruptions
+        .iter()
+        .filter_map(|d| Some((d["command"].as_str()?, d["savings_per_hour"].as_f64()?)))
+        .collect();
+    assert_eq!(commands.len(), 3, "{plan:#}");
+    let summary = &plan["summary"];
+    assert_eq!(summary["nodes_to_disrupt"], 3);
+    assert_eq!(summary["replacement_launches"], 2);
+    assert_eq!(
+        summary["launches"], 0,
+        "no pending pods, no launches for them"
+    );
+    let savings = summary["savings_per_hour"].as_f64().expect("savings");
+    assert!((savings - commands.values().sum::<f64>()).abs() < 1e-6);
+
+    // None of the NodeClaims carries dovetail's drift hashes yet: each is adopted once.
+    let adopted: Vec<&str> = plan["adoptions"]
+        .as_array()
+        .expect("adoptions")
+        .iter()
+        .filter_map(|a| a["nodeclaim"].as_str())
+        .collect();
+    assert_eq!(
+        adopted,
+        [
+            "general-2hv9w",
+            "general-4kq7p",
+            "general-5rb6k",
+            "general-7tn3d",
+            "general-8xm2c",
+            "general-9cz4f"
+        ]
+    );
+}
+
+#[test]
+fn the_budget_schedule_holds_consolidation_only_in_its_window() {
+    for now in [MONDAY_EVENING, SATURDAY_NOON] {
+        let plan = disruption_plan(now, &[]);
+        assert_disrupted(&plan, "underused", "Underutilized");
+        // Its one small pod fits in the room left on other nodes: deleted, not replaced.
+        let d = entry(&plan, "underused");
+        assert_eq!(d["replacements"], serde_json::json!([]), "{now}: {d:#}");
+        // The blockers that do not depend on time still hold.
+        assert_blocked(&plan, "pinned", &["karpenter.sh/do-not-disrupt"]);
+        assert_blocked(&plan, "guarded", &["PodDisruptionBudget"]);
+    }
+}
+
+#[test]
+fn spot_to_spot_replacement_needs_its_feature_gate() {
+    let fixture = "tests/fixtures/spot-to-spot.yaml";
+    let plan = |gates: &[&str]| {
+        let mut args = vec!["-f", fixture, "--now", MONDAY_NOON];
+        args.extend_from_slice(gates);
+        plan_json(&args)
+    };
+    for off in [
+        &[][..],
+        &["--feature-gates", "SpotToSpotConsolidation=false"],
+    ] {
+        let p = plan(off);
+        assert!(
+            entries(&p, "spot-big")
+                .iter()
+                .all(|d| d["command"].is_null()),
+            "{off:?}: {p:#}"
+        );
+        assert!(p["launches"].as_array().is_some_and(|l| l.is_empty()));
+    }
+
+    let p = plan(&["--feature-gates", "SpotToSpotConsolidation=true"]);
+    let d = entry(&p, "spot-big");
+    assert_eq!(d["reason"], "Underutilized", "{d:#}");
+    assert!(d["command"].is_string(), "{d:#}");
+    let launches = p["launches"].as_array().expect("launches");
+    assert_eq!(launches.len(), 1, "{p:#}");
+    let l = &launches[0];
+    assert_eq!(d["replacements"], serde_json::json!([l["name"].clone()]));
+    assert_eq!(l["capacity_types"], serde_json::json!(["spot"]));
+    // Karpenter's spot-to-spot rule: at least 15 cheaper types, and the list cut to 15.
+    assert_eq!(l["instance_types"].as_array().map(Vec::len), Some(15));
+    assert!(d["savings_per_hour"].as_f64().unwrap_or(0.0) > 0.0);
+}
+
+#[test]
+fn table_output_lists_disruptions() {
+    let out = dovetail(&["plan", "-f", "examples/disruption", "--now", MONDAY_NOON]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let row = |node: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("{node} ")))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(text.contains("DISRUPT NODE"), "{text}");
+    assert!(row("drifted").contains("Drifted"), "{text}");
+    assert!(
+        row("pinned").contains("karpenter.sh/do-not-disrupt"),
+        "{text}"
+    );
+    assert!(text.contains("3 nodes to disrupt"), "{text}");
+}
+
+#[test]
+fn bad_now_is_a_clear_error() {
+    for bad in ["yesterday", "2026-11-30 12:00", "1970-01-01T00:00:00Z"] {
+        let out = dovetail(&["plan", "-f", "examples/disruption", "--now", bad]);
+        assert!(!out.status.success(), "{bad} accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--now") && err.contains(bad), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+#[test]
+fn bad_feature_gates_are_clear_errors() {
+    for (gates, names) in [
+        (
+            "NodeRepair=true",
+            &["NodeRepair", "SpotToSpotConsolidation"][..],
+        ),
+        ("SpotToSpotConsolidation=maybe", &["\"maybe\""][..]),
+        ("SpotToSpotConsolidation", &["no value"][..]),
+    ] {
+        let out = dovetail(&[
+            "plan",
+            "-f",
+            "examples/disruption",
+            "--feature-gates",
+            gates,
+        ]);
+        assert!(!out.status.success(), "{gates} accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--feature-gates"), "{err}");
+        for name in names {
+            assert!(err.contains(name), "error should name {name}: {err}");
+        }
+    }
+}

@@ -31,6 +31,7 @@ mod workloads;
 mod yaml;
 
 pub use error::ManifestError;
+pub use time::parse_rfc3339_ms;
 
 use dovetail_dataflow::model::{
     DaemonSet, EC2NodeClass, Node, NodeOverlay, NodePool, Pod, PodDisruptionBudget,

@@ -2,7 +2,7 @@
 //! date-time dependency: Kubernetes only ever writes `YYYY-MM-DDThh:mm:ss[.frac](Z|±hh:mm)`.
 
 /// Milliseconds since 1970-01-01T00:00:00Z, or `None` when `text` is not RFC 3339.
-pub(crate) fn parse_rfc3339_ms(text: &str) -> Option<i64> {
+pub fn parse_rfc3339_ms(text: &str) -> Option<i64> {
     let b = text.trim().as_bytes();
     let num = |range: std::ops::Range<usize>| -> Option<i64> {
         let part = b.get(range)?;
