@@ -120,7 +120,7 @@ pub struct Percentiles {
 }
 
 impl Percentiles {
-    fn of(h: &Histogram<u64>) -> Percentiles {
+    pub fn of(h: &Histogram<u64>) -> Percentiles {
         if h.is_empty() {
             return Percentiles::default();
         }
@@ -169,12 +169,12 @@ pub struct Results {
     pub changes: Vec<Changes>,
 }
 
-fn histogram() -> Result<Histogram<u64>> {
+pub fn histogram() -> Result<Histogram<u64>> {
     // 1 µs to 1 hour at three significant figures.
     Histogram::new_with_bounds(1, 3_600_000_000, 3).context("creating a latency histogram")
 }
 
-fn micros(since: Instant) -> u64 {
+pub fn micros(since: Instant) -> u64 {
     u64::try_from(since.elapsed().as_micros())
         .unwrap_or(u64::MAX)
         .max(1)

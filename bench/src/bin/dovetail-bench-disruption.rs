@@ -1,0 +1,52 @@
+//! `dovetail-bench-disruption`: every node's disruption status at scale, cold and after single
+//! changes, against a from-scratch evaluation in the same run.
+
+use anyhow::Result;
+use clap::Parser;
+use dovetail_bench::disruption::measure::{run, Settings};
+use dovetail_bench::disruption::report::{markdown, write_all, Summary};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(name = "dovetail-bench-disruption", version)]
+struct Args {
+    /// Managed nodes in the cluster (about ten pods each).
+    #[arg(long, default_value_t = 10_000)]
+    nodes: usize,
+    /// Changes of each kind (delete a pod, add a node, change a price).
+    #[arg(long, default_value_t = 20)]
+    changes: usize,
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
+    /// From-scratch evaluations to time.
+    #[arg(long, default_value_t = 3)]
+    scratch_samples: usize,
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+    #[arg(long, default_value = "target/bench-disruption")]
+    out: PathBuf,
+}
+
+fn main() -> Result<()> {
+    let a = Args::parse();
+    let settings = Settings {
+        nodes: a.nodes,
+        changes: a.changes,
+        workers: a.workers,
+        scratch_samples: a.scratch_samples,
+        seed: a.seed,
+    };
+    let results = run(&settings)?;
+    let summary = Summary {
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        settings,
+        results,
+    };
+    println!("{}", markdown(&summary));
+    write_all(&a.out, &summary)?;
+    println!(
+        "wrote {}/{{summary.json,report.md,chart.svg}}",
+        a.out.display()
+    );
+    Ok(())
+}
