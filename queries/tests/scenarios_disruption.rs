@@ -178,12 +178,17 @@ fn an_empty_node_is_deleted_and_a_busy_one_is_not() {
     assert!(empty[0].blocked_by.is_none());
     assert!(empty[0].command.is_some());
     assert!(empty[0].savings_per_hour.0 > 0);
-    // The busy node may be consolidated, but it is not empty, and its pod cannot move onto
-    // the node that is being deleted.
+    // The busy node is not empty. Consolidating it would need a replacement (its pod cannot
+    // move onto the node being deleted), but the default budget (10 % of 2 nodes, rounded up:
+    // 1) is used up by the empty node, so it waits.
     for d in of(&o, "busy") {
         assert_eq!(d.reason, DisruptionReason::Underutilized);
-        assert_eq!(d.replacements.len(), 1, "{d:#?}");
+        match &d.blocked_by {
+            None => assert_eq!(d.replacements.len(), 1, "{d:#?}"),
+            Some(why) => assert!(why.contains("budget"), "{d:#?}"),
+        }
     }
+    assert!(commanded(&o, "busy").is_none(), "{:#?}", o.disruptions);
 }
 
 /// Karpenter's Consolidatable condition: `consolidateAfter` counts from the NodeClaim's
@@ -1525,6 +1530,71 @@ fn a_scheduled_budget_holds_only_while_its_window_is_open() {
     // Saturday noon: the schedule does not fire at weekends.
     let o = plan_at(&yaml, MONDAY_MS + (5 * 24 + 12) * HOUR_MS);
     assert_eq!(empty_split(&o, 2), (2, 0), "Saturday");
+}
+
+/// A budget without reasons bounds all methods together: Karpenter counts a node marked for
+/// deletion by one method against every budget before the next method runs.
+#[test]
+fn a_budget_without_reasons_bounds_all_methods_together() {
+    let mut yaml = empty_nodes(&["{nodes: \"1\"}"], 1);
+    yaml += &node(
+        "big",
+        "b",
+        "m5.2xlarge",
+        "us-east-1b",
+        "on-demand",
+        CREATED,
+        "",
+    );
+    yaml += &bound_pod("big-app", "big", "1", "1Gi", "");
+    let o = plan_at(&yaml, MONDAY_MS);
+    // Emptiness comes first and takes the one disruption allowed.
+    assert_eq!(empty_split(&o, 1), (1, 0));
+    assert!(commanded(&o, "big").is_none(), "{:#?}", o.disruptions);
+    assert!(
+        blocked(&o, "big")
+            .iter()
+            .any(|b| b.contains("budget") && b.contains("Underutilized")),
+        "{:#?}",
+        o.disruptions
+    );
+}
+
+/// Expiry ignores budgets but uses them up: the expired node is being disrupted, so the empty
+/// node waits.
+#[test]
+fn forceful_disruptions_use_up_the_budget() {
+    let mut yaml = pool(
+        "b",
+        ON_DEMAND,
+        "      expireAfter: 24h",
+        &disruption("WhenEmptyOrUnderutilized", "0s", &["{nodes: \"1\"}"]),
+    ) + NODECLASS;
+    yaml += &node(
+        "e0",
+        "b",
+        "m5.large",
+        "us-east-1a",
+        "on-demand",
+        &rfc3339(MONDAY_MS - HOUR_MS),
+        "",
+    );
+    yaml += &node(
+        "old",
+        "b",
+        "m5.large",
+        "us-east-1b",
+        "on-demand",
+        &rfc3339(MONDAY_MS - 48 * HOUR_MS),
+        "",
+    );
+    yaml += &bound_pod("old-app", "old", "1", "1Gi", "");
+    let o = plan_at(&yaml, MONDAY_MS);
+    assert_eq!(
+        commanded(&o, "old").map(|d| d.reason),
+        Some(DisruptionReason::Expired)
+    );
+    assert_eq!(empty_split(&o, 1), (0, 1));
 }
 
 #[test]

@@ -1,8 +1,10 @@
 //! Query — disruption commands: which nodes to disrupt now, why, and what replaces them.
 //!
-//! Rule, in Karpenter's method order, each NodePool's budget shared across methods:
-//! 1. interrupted and expired nodes go at once, outside budgets and blockers, each with the
-//!    launches its pods need;
+//! Rule, in Karpenter's method order, each NodePool's budget shared across methods (a node
+//! any command takes counts against every budget of its NodePool, as a node marked for deletion
+//! does in Karpenter):
+//! 1. interrupted and expired nodes go at once, outside budgets and blockers (though they use
+//!    them up), each with the launches its pods need;
 //! 2. empty nodes (no movable pods, past `consolidateAfter`) go together in one command;
 //! 3. drifted nodes go one command each, with the launches their pods need;
 //! 4. multi-node consolidation: candidates by descending price per unit of disruption cost (at
@@ -76,6 +78,8 @@ struct Evaluation<'a> {
     candidates: BTreeMap<&'a str, &'a Candidate>,
     forced: BTreeMap<&'a str, &'a Forced>,
     budgets: BTreeMap<&'a str, Allowance>,
+    /// Nodes of each NodePool this evaluation's commands disrupt (forceful ones included).
+    used: BTreeMap<String, i64>,
     spot_to_spot: bool,
     /// Largest free room and total free room on destinations, for the cheap prune.
     max_free: Resources,
@@ -90,31 +94,38 @@ fn price_of(c: &Candidate) -> i64 {
 }
 
 impl<'a> Evaluation<'a> {
-    fn allowance(&mut self, pool: &str, reason: DisruptionReason) -> Option<&mut i64> {
-        let a = self.budgets.get_mut(pool)?;
-        match reason {
-            DisruptionReason::Empty => Some(&mut a.empty),
-            DisruptionReason::Drifted => Some(&mut a.drifted),
-            DisruptionReason::Underutilized => Some(&mut a.underutilized),
-            _ => None,
-        }
+    /// How many more nodes of `pool` may go for `reason`: the budget (already net of nodes
+    /// disrupting before this evaluation) less the pool's nodes this evaluation's commands
+    /// take, whatever their reason. A node being disrupted counts against every budget of its
+    /// NodePool, as Karpenter counts it once it is marked for deletion; otherwise one
+    /// evaluation could start up to a budget's worth of disruptions for each reason at once.
+    /// No budget computed (no NodePool): nothing may be disrupted gracefully.
+    fn budget_left(&self, pool: &str, reason: DisruptionReason) -> i64 {
+        let Some(a) = self.budgets.get(pool) else {
+            return 0;
+        };
+        let limit = match reason {
+            DisruptionReason::Empty => a.empty,
+            DisruptionReason::Drifted => a.drifted,
+            DisruptionReason::Underutilized => a.underutilized,
+            _ => return 0,
+        };
+        limit.saturating_sub(self.used.get(pool).copied().unwrap_or(0))
+    }
+
+    /// Counts one of the pool's nodes as disrupted by this evaluation.
+    fn use_budget(&mut self, pool: &str) {
+        *self.used.entry(pool.to_string()).or_insert(0) += 1;
     }
 
     /// Takes one disruption of `reason` from the node's NodePool budget; false when none left.
     fn take_budget(&mut self, pool: &str, reason: DisruptionReason) -> bool {
-        match self.allowance(pool, reason) {
-            Some(left) if *left > 0 => {
-                *left -= 1;
-                true
-            }
-            Some(_) => false,
-            // No budget computed (no NodePool): nothing may be disrupted gracefully.
-            None => false,
+        if self.budget_left(pool, reason) > 0 {
+            self.use_budget(pool);
+            true
+        } else {
+            false
         }
-    }
-
-    fn budget_left(&mut self, pool: &str, reason: DisruptionReason) -> i64 {
-        self.allowance(pool, reason).map(|l| *l).unwrap_or(0)
     }
 
     fn over_budget(&mut self, c: &Candidate, reason: DisruptionReason) {
@@ -368,6 +379,8 @@ impl<'a> Evaluation<'a> {
             };
             let launches = self.simulate(&[c]).unwrap_or_default();
             let savings = price_of(c) - launches.iter().map(|l| l.price.0).sum::<i64>();
+            // Outside budgets, but it uses them up: graceful methods see one node fewer.
+            self.use_budget(&c.nodepool);
             self.taken.insert(c.node.clone());
             self.commands.push(Command {
                 nodes: vec![c.node.clone()],
@@ -827,6 +840,7 @@ pub fn commands<'s>(parts: VecCollection<'s, Epoch, Part>) -> VecCollection<'s, 
                 candidates,
                 forced,
                 budgets,
+                used: BTreeMap::new(),
                 spot_to_spot,
                 max_free,
                 total_free,
