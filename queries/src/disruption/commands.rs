@@ -29,7 +29,7 @@
 //! free room elsewhere and all of them the total, or a replacement could be cheaper than the
 //! node at the per-resource lower bound) prunes candidates before the exact check.
 
-use super::simulate::World;
+use super::simulate::{Memo, World};
 use super::types::{Allowance, Candidate, Forced};
 use crate::types::{ClassId, Compatibility, NodeState, PodClass, PoolTypes};
 use differential_dataflow::VecCollection;
@@ -44,6 +44,7 @@ use dovetail_dataflow::model::{
 };
 use dovetail_dataflow::stable_hash::stable_hash;
 use serde::{Deserialize, Serialize};
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Karpenter's cap on candidates in one multi-node command.
@@ -792,9 +793,13 @@ fn is_destination(n: &NodeState) -> bool {
 }
 
 pub fn commands<'s>(parts: VecCollection<'s, Epoch, Part>) -> VecCollection<'s, Epoch, Decision> {
+    // Kept across evaluations by this operator (see `simulate`): a pure memo, so the outputs
+    // are what a fresh evaluation would give.
+    let memo = RefCell::new(Memo::default());
     parts
         .map(|p| ((), p))
-        .reduce_named("DisruptionCommands", |_unit, parts, out| {
+        .reduce_named("DisruptionCommands", move |_unit, parts, out| {
+            memo.borrow_mut().next_evaluation();
             let mut pools = Vec::new();
             let mut classes = BTreeMap::new();
             let mut nodes = Vec::new();
@@ -828,7 +833,7 @@ pub fn commands<'s>(parts: VecCollection<'s, Epoch, Part>) -> VecCollection<'s, 
             if candidates.is_empty() {
                 return;
             }
-            let world = World::new(pools, classes, nodes, is_destination);
+            let world = World::new(pools, classes, nodes, is_destination, &memo);
             let mut max_free = Resources::default();
             let mut total_free = Resources::default();
             for f in &world.free {

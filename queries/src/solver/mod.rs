@@ -50,7 +50,7 @@ pub struct Failure {
     pub reason: String,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct SolverOutput {
     pub launches: Vec<Launch>,
     pub placements: Vec<Placement>,
