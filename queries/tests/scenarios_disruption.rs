@@ -2023,3 +2023,59 @@ fn without_a_pod_event_consolidate_after_counts_from_creation() {
     let o = plan_facts_at(f, created + HOUR_MS);
     assert!(commanded(&o, "fresh").is_some(), "{:#?}", o.disruptions);
 }
+
+/// A node that takes the pods of an earlier command in the same evaluation is not removed by a
+/// later one: the drifted node's pod can only land on `underused`, so consolidating
+/// `underused` at the same time would leave that pod nowhere to run.
+#[test]
+fn a_node_receiving_pods_from_a_command_is_not_consolidated_in_the_same_evaluation() {
+    let drifted_meta = "  annotations: {dovetail.sh/nodepool-hash: \"0000000000000000\"}";
+    let yaml = default_pool()
+        + &node(
+            "drifted",
+            "default",
+            "m5.xlarge",
+            "us-east-1a",
+            "on-demand",
+            CREATED,
+            drifted_meta,
+        )
+        + &bound_pod("search", "drifted", "2", "6Gi", "")
+        + &node(
+            "underused",
+            "default",
+            "m5.xlarge",
+            "us-east-1a",
+            "on-demand",
+            CREATED,
+            "",
+        )
+        + &bound_pod("small", "underused", "500m", "512Mi", "")
+        + &node(
+            "pinned",
+            "default",
+            "m5.xlarge",
+            "us-east-1a",
+            "on-demand",
+            CREATED,
+            "",
+        )
+        + &bound_pod("busy", "pinned", "3", "2Gi", "");
+    let o = plan_at(&yaml, MONDAY_MS);
+    let drift = commanded(&o, "drifted").expect("the drifted node has a command");
+    assert_eq!(
+        drift.reason,
+        DisruptionReason::Drifted,
+        "{:#?}",
+        o.disruptions
+    );
+    assert!(
+        drift.replacements.is_empty(),
+        "its pod fits on underused, no replacement needed: {drift:#?}"
+    );
+    assert!(
+        commanded(&o, "underused").is_none(),
+        "underused takes the drifted node's pod, it must stay: {:#?}",
+        o.disruptions
+    );
+}

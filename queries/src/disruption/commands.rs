@@ -143,6 +143,30 @@ impl<'a> Evaluation<'a> {
 
     /// A simulation of removing `nodes`: the launches it needs, or why it fails.
     fn simulate(&self, nodes: &[&Candidate]) -> Result<Vec<Launch>, String> {
+        let out = self.simulation(nodes);
+        if let Some(f) = out.failures.first() {
+            return Err(format!("{} pods would not fit: {}", f.count, f.reason));
+        }
+        Ok(out.launches)
+    }
+
+    /// Keeps the existing nodes that take pods from an accepted command out of later commands
+    /// of this evaluation, both as destinations (their free room is spoken for) and as
+    /// candidates (a node cannot receive pods and be removed at once). Call it before the
+    /// command's own nodes join `taken`, so the simulation is the one already memoised.
+    fn reserve_landing(&mut self, nodes: &[&Candidate]) {
+        let out = self.simulation(nodes);
+        let launched: BTreeSet<&str> = out.launches.iter().map(|l| l.name.as_str()).collect();
+        let landing: Vec<String> = out
+            .placements
+            .iter()
+            .filter(|p| !launched.contains(p.target.as_str()))
+            .map(|p| p.target.clone())
+            .collect();
+        self.taken.extend(landing);
+    }
+
+    fn simulation(&self, nodes: &[&Candidate]) -> crate::solver::SolverOutput {
         // Nodes that earlier commands of this evaluation disrupt cannot take pods either.
         let removed: BTreeSet<&str> = nodes
             .iter()
@@ -156,11 +180,7 @@ impl<'a> Evaluation<'a> {
             }
         }
         let pods: Vec<(ClassId, i64)> = pods.into_iter().collect();
-        let out = self.world.simulate(&removed, &pods);
-        if let Some(f) = out.failures.first() {
-            return Err(format!("{} pods would not fit: {}", f.count, f.reason));
-        }
-        Ok(out.launches)
+        self.world.simulate(&removed, &pods)
     }
 
     /// The cheap necessary condition for consolidating one node.
@@ -382,6 +402,7 @@ impl<'a> Evaluation<'a> {
             let savings = price_of(c) - launches.iter().map(|l| l.price.0).sum::<i64>();
             // Outside budgets, but it uses them up: graceful methods see one node fewer.
             self.use_budget(&c.nodepool);
+            self.reserve_landing(&[c]);
             self.taken.insert(c.node.clone());
             self.commands.push(Command {
                 nodes: vec![c.node.clone()],
@@ -442,6 +463,7 @@ impl<'a> Evaluation<'a> {
                 Ok(launches) => {
                     self.take_budget(&c.nodepool, DisruptionReason::Drifted);
                     let savings = price_of(c) - launches.iter().map(|l| l.price.0).sum::<i64>();
+                    self.reserve_landing(&[c]);
                     self.taken.insert(c.node.clone());
                     self.commands.push(Command {
                         nodes: vec![c.node.clone()],
