@@ -149,25 +149,36 @@ fn summary_text(s: &ReplaySummary) -> String {
             u.usd, u.node_hours, u.instances
         );
     }
+    let by_disruption: u64 = s.nodes_terminated_by_disruption.values().sum();
     let _ = writeln!(
         out,
-        "nodes           {} launched, {} terminated, peak {}",
-        s.nodes_launched, s.nodes_terminated, s.peak_nodes
+        "nodes           {} launched, {} terminated ({} by disruption), peak {}",
+        s.nodes_launched, s.nodes_terminated, by_disruption, s.peak_nodes
     );
     let reasons: Vec<String> = s
         .disruptions_by_reason
         .iter()
-        .map(|(k, v)| format!("{k} {v}"))
+        .map(|(k, v)| {
+            let gone = s
+                .nodes_terminated_by_disruption
+                .get(k)
+                .copied()
+                .unwrap_or(0);
+            format!("{k} {v} ({gone} terminated)")
+        })
         .collect();
-    let _ = writeln!(
-        out,
-        "disruptions     {}",
-        if reasons.is_empty() {
-            "none".to_string()
-        } else {
-            reasons.join(", ")
-        }
-    );
+    if reasons.is_empty() {
+        let _ = writeln!(out, "disruptions     none");
+    } else {
+        let _ = writeln!(
+            out,
+            "disruptions     {}; {} commands, {} abandoned, {} replacements launched",
+            reasons.join(", "),
+            s.disruption_commands,
+            s.disruption_commands_abandoned,
+            s.disruption_replacements_launched
+        );
+    }
     let _ = writeln!(
         out,
         "capacity errors {}, interruptions handled {}",

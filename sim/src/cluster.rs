@@ -7,6 +7,8 @@
 //! - Pods arrive pending (or bound, if they name an existing node) and are bound by
 //!   [`SimCluster::schedule`]: pending pods by priority (highest first), then arrival, each to the
 //!   first node by name that fits (see [`crate::fit`] for the filters).
+//! - Nodes can be tainted ([`SimCluster::taint`], e.g. `karpenter.sh/disrupted` while a
+//!   disruption runs) and annotated; the scheduler honours the taints.
 //! - Draining ([`SimCluster::evict_for_drain`]) cordons the node and evicts its pods through the
 //!   eviction API's PodDisruptionBudget check (see [`crate::pdb`]); an evicted pod is pending
 //!   again.
@@ -136,6 +138,37 @@ impl SimCluster {
         unschedulable: bool,
     ) -> Result<(), ClusterError> {
         self.node_state_mut(name)?.node.unschedulable = unschedulable;
+        Ok(())
+    }
+
+    /// Adds `taint` to a node, unless it already has a taint with the same key and effect.
+    pub fn taint(&mut self, name: &str, taint: Taint) -> Result<(), ClusterError> {
+        let node = &mut self.node_state_mut(name)?.node;
+        if !node
+            .taints
+            .iter()
+            .any(|t| t.key == taint.key && t.effect == taint.effect)
+        {
+            node.taints.push(taint);
+        }
+        Ok(())
+    }
+
+    /// Removes every taint with this key from a node.
+    pub fn untaint(&mut self, name: &str, key: &str) -> Result<(), ClusterError> {
+        self.node_state_mut(name)?
+            .node
+            .taints
+            .retain(|t| t.key != key);
+        Ok(())
+    }
+
+    /// Sets an annotation on a node.
+    pub fn annotate(&mut self, name: &str, key: &str, value: &str) -> Result<(), ClusterError> {
+        self.node_state_mut(name)?
+            .node
+            .annotations
+            .insert(key.to_string(), value.to_string());
         Ok(())
     }
 

@@ -9,16 +9,27 @@
 //! separately so the cluster can remove them when the node is initialised.
 //! Allocatable: the instance type's (capacity minus kube-reserved, system-reserved and the
 //! eviction threshold).
+//!
+//! [`record_launch`] adds what the actuator records when it launches the NodeClaim — the drift
+//! hashes of its NodePool and EC2NodeClass and what the instance was launched with — so that a
+//! later change of either drifts the node.
 
 use crate::instance::Instance;
-use dovetail_dataflow::model::labels::{CAPACITY_TYPE, HOSTNAME, NODEPOOL, ZONE, ZONE_ID};
-use dovetail_dataflow::model::{InstanceType, Node, NodePool, Operator, Requirements, Taint};
+use dovetail_dataflow::model::labels::{
+    CAPACITY_TYPE, HOSTNAME, NODECLASS_HASH, NODEPOOL, NODEPOOL_HASH, ZONE, ZONE_ID,
+};
+use dovetail_dataflow::model::{
+    EC2NodeClass, InstanceType, LaunchedWith, Node, NodePool, Operator, Requirements, Taint,
+};
 use std::collections::BTreeMap;
 
 /// Set when the Node registers (Karpenter's `karpenter.sh/registered`).
 pub const REGISTERED_LABEL: &str = "karpenter.sh/registered";
 /// Set when the Node is initialised (Karpenter's `karpenter.sh/initialized`).
 pub const INITIALIZED_LABEL: &str = "karpenter.sh/initialized";
+
+/// The image the simulated cloud boots when the EC2NodeClass has no resolved AMI.
+pub const SIM_AMI_ID: &str = "ami-0d07e7a1100000000";
 
 /// The single value of each key that `requirements` pins to exactly one value.
 fn single_values(requirements: &Requirements) -> impl Iterator<Item = (&String, &String)> {
@@ -81,4 +92,38 @@ pub fn node_for_instance(
         ..Node::default()
     };
     (node, nodepool.startup_taints.clone())
+}
+
+/// What the actuator records on a NodeClaim at launch: the drift hashes
+/// (`dovetail.sh/nodepool-hash`, `dovetail.sh/nodeclass-hash`) and the image, subnet, security
+/// groups and enclave setting. The image is the EC2NodeClass's first resolved AMI (the sim's
+/// own when none is resolved). The subnet is recorded only when the EC2NodeClass resolves a
+/// single one: its status lists subnet ids and zones apart, so with several the sim cannot tell
+/// which one a zone's instance used, and an unknown subnet is never drift where a wrong one
+/// would be.
+pub fn record_launch(node: &mut Node, nodepool: &NodePool, nodeclass: Option<&EC2NodeClass>) {
+    node.annotations
+        .insert(NODEPOOL_HASH.to_string(), nodepool.drift_hash());
+    let Some(class) = nodeclass else {
+        return;
+    };
+    node.annotations
+        .insert(NODECLASS_HASH.to_string(), class.drift_hash());
+    let status = &class.status;
+    node.launched = LaunchedWith {
+        image_id: Some(
+            status
+                .ami_ids
+                .iter()
+                .next()
+                .cloned()
+                .unwrap_or_else(|| SIM_AMI_ID.to_string()),
+        ),
+        subnet_id: match status.subnet_ids.len() {
+            1 => status.subnet_ids.iter().next().cloned(),
+            _ => None,
+        },
+        security_group_ids: status.security_group_ids.iter().cloned().collect(),
+        enclaves: Some(class.enclaves_enabled),
+    };
 }

@@ -36,10 +36,6 @@ impl FactSet {
         }
     }
 
-    pub fn get(&self, key: &str) -> Option<&Fact> {
-        self.current.get(key)
-    }
-
     /// The changes since the last call.
     pub fn take_changes(&mut self) -> Vec<(Fact, isize)> {
         std::mem::take(&mut self.pending)

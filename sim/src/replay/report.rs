@@ -1,8 +1,8 @@
 //! The replay report: `summary.json`, `timeline.csv`, SVG charts and an `index.html` that shows
 //! them together. Charts are hand-written SVG so the report needs nothing to view but a browser.
 
+use super::run::ReplayOutcome;
 use super::summary::TimelineRow;
-use super::world::ReplayOutcome;
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -131,13 +131,21 @@ pub fn write_report(dir: &Path, outcome: &ReplayOutcome) -> std::io::Result<()> 
         dir.join("summary.json"),
         serde_json::to_string_pretty(s).map_err(std::io::Error::other)?,
     )?;
-    let mut csv =
-        String::from("minute,nodes,pods_pending,pods_running,cost_rate,lower_bound_rate\n");
+    let mut csv = String::from(
+        "minute,nodes,pods_pending,pods_running,cost_rate,lower_bound_rate,nodes_disrupting,nodes_disrupted\n",
+    );
     for r in &outcome.timeline {
         let _ = writeln!(
             csv,
-            "{},{},{},{},{:.6},{:.6}",
-            r.minute, r.nodes, r.pods_pending, r.pods_running, r.cost_rate, r.lower_bound_rate
+            "{},{},{},{},{:.6},{:.6},{},{}",
+            r.minute,
+            r.nodes,
+            r.pods_pending,
+            r.pods_running,
+            r.cost_rate,
+            r.lower_bound_rate,
+            r.nodes_disrupting,
+            r.nodes_disrupted
         );
     }
     std::fs::write(dir.join("timeline.csv"), csv)?;
@@ -186,7 +194,25 @@ pub fn write_report(dir: &Path, outcome: &ReplayOutcome) -> std::io::Result<()> 
             },
         ],
     );
+    let disruption = svg_line_chart(
+        "Disruption",
+        "simulated hours",
+        "nodes",
+        &[
+            Series {
+                name: "terminated by disruption (total)",
+                colour: "#9467bd",
+                points: points(rows, |r| r.nodes_disrupted as f64),
+            },
+            Series {
+                name: "disrupting now",
+                colour: "#8c564b",
+                points: points(rows, |r| r.nodes_disrupting as f64),
+            },
+        ],
+    );
     std::fs::write(dir.join("nodes.svg"), &nodes)?;
+    std::fs::write(dir.join("disruption.svg"), &disruption)?;
     std::fs::write(dir.join("pending.svg"), &pending)?;
     std::fs::write(dir.join("cost.svg"), &cost)?;
     let mut table = String::new();
@@ -201,12 +227,14 @@ pub fn write_report(dir: &Path, outcome: &ReplayOutcome) -> std::io::Result<()> 
             );
         }
     }
+    let disruptions = disruption_table(s);
     let html = format!(
         r#"<!doctype html><html><head><meta charset="utf-8"><title>dovetail replay: {title}</title>
 <style>body{{font-family:sans-serif;margin:2em;max-width:820px}}table{{border-collapse:collapse}}th,td{{border:1px solid #ccc;padding:3px 8px;text-align:left;font-size:13px}}</style></head>
 <body><h1>dovetail replay: {title}</h1>
 <p>Total cost ${cost:.2} over {hours:.1} simulated hours; lower bound ${lb:.2} (ratio {ratio:.2}).</p>
-<img src="nodes.svg" alt="nodes over time"><img src="pending.svg" alt="pending pods over time"><img src="cost.svg" alt="cost vs lower bound">
+<img src="nodes.svg" alt="nodes over time"><img src="pending.svg" alt="pending pods over time"><img src="cost.svg" alt="cost vs lower bound"><img src="disruption.svg" alt="nodes disrupted over time">
+<h2>Disruption</h2>{disruptions}
 <h2>Summary</h2><table>{table}</table><p>Per-minute data: <a href="timeline.csv">timeline.csv</a>; all figures: <a href="summary.json">summary.json</a>.</p></body></html>
 "#,
         title = escape(&s.trace),
@@ -216,4 +244,36 @@ pub fn write_report(dir: &Path, outcome: &ReplayOutcome) -> std::io::Result<()> 
         ratio = s.cost_over_lower_bound,
     );
     std::fs::write(dir.join("index.html"), html)
+}
+
+/// Nodes whose disruption started and nodes terminated, by reason, and the commands.
+fn disruption_table(s: &super::summary::ReplaySummary) -> String {
+    let mut reasons: Vec<&String> = s
+        .disruptions_by_reason
+        .keys()
+        .chain(s.nodes_terminated_by_disruption.keys())
+        .collect();
+    reasons.sort();
+    reasons.dedup();
+    let mut t = String::from(
+        "<table><tr><th>reason</th><th>nodes disrupted</th><th>nodes terminated</th></tr>",
+    );
+    for r in reasons {
+        let _ = write!(
+            t,
+            "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+            escape(r),
+            s.disruptions_by_reason.get(r).copied().unwrap_or(0),
+            s.nodes_terminated_by_disruption
+                .get(r)
+                .copied()
+                .unwrap_or(0)
+        );
+    }
+    let _ = write!(
+        t,
+        "</table><p>{} commands started, {} abandoned (a replacement failed); {} replacements launched.</p>",
+        s.disruption_commands, s.disruption_commands_abandoned, s.disruption_replacements_launched
+    );
+    t
 }

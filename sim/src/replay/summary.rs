@@ -44,7 +44,17 @@ pub struct ReplaySummary {
     pub nodes_launched: u64,
     pub nodes_terminated: u64,
     pub peak_nodes: u64,
+    /// Nodes whose disruption started, by reason (Interrupted, Expired, Empty, Drifted,
+    /// Underutilized).
     pub disruptions_by_reason: BTreeMap<String, u64>,
+    /// Disruption commands started (a multi-node consolidation is one command).
+    pub disruption_commands: u64,
+    /// Commands dropped because a replacement could not be launched or was gone before it was
+    /// ready (their nodes went back to service).
+    pub disruption_commands_abandoned: u64,
+    pub disruption_replacements_launched: u64,
+    /// Nodes the disruption drained and terminated, by reason.
+    pub nodes_terminated_by_disruption: BTreeMap<String, u64>,
     pub capacity_errors: u64,
     pub interruptions_handled: u64,
     pub pods_created: u64,
@@ -66,4 +76,8 @@ pub struct TimelineRow {
     pub cost_rate: f64,
     /// $/h: the cluster-wide lower bound for the pods present.
     pub lower_bound_rate: f64,
+    /// Nodes in a disruption command under way.
+    pub nodes_disrupting: u64,
+    /// Nodes terminated by disruption so far.
+    pub nodes_disrupted: u64,
 }

@@ -1,136 +1,97 @@
-//! The replay loop: a trace drives the simulated cluster and cloud on the virtual clock; the real
-//! engine makes every decision; its launch diffs become CreateFleet calls on the simulated cloud.
-//!
-//! At each instant with something to do (a trace event, a cloud lifecycle event, an expiring
-//! capacity error) the driver applies it, lets the simulated kube-scheduler bind what it can,
-//! tells the engine what changed, and executes the launches the engine adds. A launch that meets
-//! InsufficientInstanceCapacity marks the offerings it tried unavailable for the TTL (Karpenter's
-//! unavailable-offerings cache) and the engine replans at once.
+//! The simulated world a replay drives: cloud, cluster, what the engine has been told, and the
+//! statistics the summary reports. Applying trace events and cloud events to it lives here;
+//! executing decisions is in `launch.rs` and `disruption.rs`, the engine's view of nodes in
+//! `node_facts.rs`, the loop in `run.rs`.
 
+use super::disruption::Disruptions;
 use super::facts::FactSet;
-use super::summary::{CapacityTypeUsage, Percentiles, ReplaySummary, TimelineRow};
-use crate::{
-    node_for_instance, CloudEventKind, FleetError, InterruptionKind, OfferingKey, SimCloud,
-    SimCluster, SimConfig,
-};
-use dovetail_actuate::{actions, Action};
+use super::run::ReplayError;
+use super::summary::TimelineRow;
+use crate::node::record_launch;
+use crate::{node_for_instance, CloudEventKind, Instance, InterruptionKind, OfferingKey};
+use crate::{SimCloud, SimCluster};
 use dovetail_dataflow::catalog::{embedded, ResolveOptions};
-use dovetail_dataflow::decisions::{Decision, Launch};
+use dovetail_dataflow::decisions::Decision;
 use dovetail_dataflow::engine::Engine;
-use dovetail_dataflow::facts::Fact;
+use dovetail_dataflow::facts::{self, Fact, Interruption};
 use dovetail_dataflow::model::{
-    EC2NodeClass, InstanceType, NodePool, Pod, PodDisruptionBudget, Price,
+    EC2NodeClass, InstanceType, Node, NodePool, Pod, PodDisruptionBudget, Price,
 };
 use dovetail_ingest::trace::{
     AppliedObject, InterruptKind, InterruptTarget, TimedEvent, TraceEvent,
 };
-use dovetail_ingest::Manifests;
 use hdrhistogram::Histogram;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
-use thiserror::Error;
 
-const MINUTE_MS: i64 = 60_000;
-/// How many times the engine may replan at one instant after capacity errors.
-const MAX_REPLANS_PER_INSTANT: usize = 8;
+pub(super) const MINUTE_MS: i64 = 60_000;
 
-#[derive(Debug, Error)]
-pub enum ReplayError {
-    #[error("simulated cloud: {0}")]
-    Cloud(String),
-    #[error("engine: {0}")]
-    Engine(#[from] dovetail_dataflow::engine::EngineError),
-    #[error("catalogue: {0}")]
-    Catalog(#[from] dovetail_dataflow::catalog::CatalogError),
-}
-
-/// How to replay.
-#[derive(Debug, Clone)]
-pub struct ReplayOptions {
-    pub sim: SimConfig,
-    /// Keep simulating this long after the last trace event, so launches can settle.
-    pub settle_ms: i64,
-    /// Timely worker threads for the engine.
-    pub workers: usize,
-    /// Run at this multiple of real time (None: as fast as possible).
-    pub speed: Option<f64>,
-    /// A name for the trace in the summary.
-    pub trace_name: String,
-}
-
-impl Default for ReplayOptions {
-    fn default() -> Self {
-        ReplayOptions {
-            sim: SimConfig::default(),
-            settle_ms: 10 * MINUTE_MS,
-            workers: 1,
-            speed: None,
-            trace_name: String::new(),
-        }
-    }
-}
-
-/// Periodic progress for a bar or log lines.
-#[derive(Debug, Clone, Copy)]
-pub struct Progress {
-    pub now_ms: i64,
-    pub end_ms: i64,
-    pub nodes: u64,
-    pub pods_pending: u64,
-}
-
-/// The result of a replay.
-#[derive(Debug, Clone)]
-pub struct ReplayOutcome {
-    pub summary: ReplaySummary,
-    pub timeline: Vec<TimelineRow>,
-    /// Every instance the simulated cloud launched, in launch order.
-    pub instances: Vec<crate::Instance>,
-}
-
-struct World {
-    engine: Engine,
-    epoch: u64,
-    cloud: SimCloud,
-    cluster: SimCluster,
-    facts: FactSet,
-    nodepools: BTreeMap<String, NodePool>,
-    nodeclasses: BTreeMap<String, EC2NodeClass>,
-    pdbs: BTreeMap<String, PodDisruptionBudget>,
+pub(super) struct World {
+    pub(super) engine: Engine,
+    /// How many times the engine was advanced.
+    pub(super) advances: u64,
+    /// The virtual time of the last advance.
+    pub(super) last_advance_ms: i64,
+    pub(super) region: String,
+    pub(super) cloud: SimCloud,
+    pub(super) cluster: SimCluster,
+    pub(super) facts: FactSet,
+    pub(super) nodepools: BTreeMap<String, NodePool>,
+    pub(super) nodeclasses: BTreeMap<String, EC2NodeClass>,
+    pub(super) pdbs: BTreeMap<String, PodDisruptionBudget>,
     /// Every type as the cloud sells it (prices, offerings), with price changes applied.
-    fleet_types: BTreeMap<String, InstanceType>,
+    pub(super) fleet_types: BTreeMap<String, InstanceType>,
     /// Offerings without capacity, until the given time.
-    unavailable: BTreeMap<OfferingKey, i64>,
-    launched: BTreeSet<String>,
-    lower_bound: Price,
+    pub(super) unavailable: BTreeMap<OfferingKey, i64>,
+    /// Capacity errors since the instance types were last refreshed: the engine must replan.
+    pub(super) replan: bool,
+    /// Every launch name executed.
+    pub(super) launched: BTreeSet<String>,
+    /// NodeClaims launched whose Node has not registered yet, by node name.
+    pub(super) in_flight: BTreeMap<String, Node>,
+    /// When a pod was last bound to or removed from each node (`status.lastPodEventTime`).
+    pub(super) pod_events: BTreeMap<String, i64>,
+    /// Nodes whose instance was terminated and whose Node is not gone yet.
+    pub(super) deleting: BTreeSet<String>,
+    /// Nodes whose fact must be re-sent to the engine.
+    pub(super) dirty_nodes: BTreeSet<String>,
+    /// Interruption facts told to the engine, by instance id, until the instance is gone.
+    pub(super) interruption_facts: BTreeMap<String, Vec<Fact>>,
+    pub(super) disruption: Disruptions,
+    pub(super) lower_bound: Price,
     // statistics
-    engine_latency: Histogram<u64>,
-    capacity_errors: u64,
-    interruptions: u64,
-    nodes_terminated: u64,
-    peak_nodes: u64,
-    pods_created: u64,
-    disruptions: BTreeMap<String, u64>,
-    notes: BTreeSet<String>,
+    pub(super) engine_latency: Histogram<u64>,
+    pub(super) capacity_errors: u64,
+    pub(super) interruptions: u64,
+    pub(super) nodes_terminated: u64,
+    pub(super) peak_nodes: u64,
+    pub(super) pods_created: u64,
+    pub(super) notes: BTreeSet<String>,
 }
 
-fn histogram() -> Histogram<u64> {
+pub(super) fn histogram() -> Histogram<u64> {
     // Auto-resizing, three significant figures: a constant configuration that cannot fail.
     Histogram::new(3).expect("3 significant figures is a valid histogram precision")
 }
 
 impl World {
-    fn new(opts: &ReplayOptions) -> Result<World, ReplayError> {
-        let catalog = embedded(&opts.sim.region)?;
+    pub(super) fn new(
+        sim: &crate::SimConfig,
+        build: impl dovetail_dataflow::engine::QueryBuilder,
+        workers: usize,
+    ) -> Result<World, ReplayError> {
+        let catalog = embedded(&sim.region)?;
         let fleet_types = catalog
             .instance_types(&ResolveOptions::default())
             .into_iter()
             .map(|t| (t.name.clone(), t))
             .collect();
         Ok(World {
-            engine: Engine::start(opts.workers, dovetail_queries::provisioning)?,
-            epoch: 0,
-            cloud: SimCloud::new(opts.sim.clone())
+            engine: Engine::start(workers, build)?,
+            advances: 0,
+            last_advance_ms: 0,
+            region: sim.region.clone(),
+            cloud: crate::SimCloud::new(sim.clone())
                 .map_err(|e| ReplayError::Cloud(e.to_string()))?,
             cluster: SimCluster::new(),
             facts: FactSet::default(),
@@ -139,7 +100,14 @@ impl World {
             pdbs: BTreeMap::new(),
             fleet_types,
             unavailable: BTreeMap::new(),
+            replan: false,
             launched: BTreeSet::new(),
+            in_flight: BTreeMap::new(),
+            pod_events: BTreeMap::new(),
+            deleting: BTreeSet::new(),
+            dirty_nodes: BTreeSet::new(),
+            interruption_facts: BTreeMap::new(),
+            disruption: Disruptions::default(),
             lower_bound: Price(0),
             engine_latency: histogram(),
             capacity_errors: 0,
@@ -147,15 +115,14 @@ impl World {
             nodes_terminated: 0,
             peak_nodes: 0,
             pods_created: 0,
-            disruptions: BTreeMap::new(),
             notes: BTreeSet::new(),
         })
     }
 
     /// The instance types a NodeClass resolves, with the cloud's current prices and capacity
     /// errors applied, as facts.
-    fn refresh_instance_types(&mut self, region: &str) -> Result<(), ReplayError> {
-        let catalog = embedded(region)?;
+    pub(super) fn refresh_instance_types(&mut self) -> Result<(), ReplayError> {
+        let catalog = embedded(&self.region)?;
         for class in self.nodeclasses.values() {
             let opts = ResolveOptions::for_node_class(class);
             for mut it in catalog.instance_types(&opts) {
@@ -177,10 +144,11 @@ impl World {
                 });
             }
         }
+        self.replan = false;
         Ok(())
     }
 
-    fn apply(&mut self, object: &AppliedObject) {
+    pub(super) fn apply(&mut self, object: &AppliedObject) {
         match object {
             AppliedObject::NodePool(p) => {
                 self.nodepools.insert(p.name.clone(), p.clone());
@@ -202,20 +170,28 @@ impl World {
         }
     }
 
-    fn sync_pod(&mut self, key: &str) {
+    pub(super) fn sync_pod(&mut self, key: &str) {
         match self.cluster.pod(key) {
             Some(p) => self.facts.set(Fact::Pod(p.clone())),
             None => self.facts.remove(&format!("Pod {key}")),
         }
     }
 
-    fn sync_pods(&mut self, pods: &[Pod]) {
+    pub(super) fn sync_pods(&mut self, pods: &[Pod]) {
         for p in pods {
             self.sync_pod(&p.key());
         }
     }
 
-    fn event(&mut self, now: i64, e: &TimedEvent, region: &str) -> Result<(), ReplayError> {
+    /// Binds what the simulated kube-scheduler can, and tells the engine.
+    pub(super) fn schedule(&mut self, now: i64) {
+        for (pod, node) in self.cluster.schedule(now) {
+            self.sync_pod(&pod);
+            self.pod_event(&node, now);
+        }
+    }
+
+    pub(super) fn event(&mut self, now: i64, e: &TimedEvent) -> Result<(), ReplayError> {
         match &e.event {
             TraceEvent::PodCreated(pod) => {
                 let pod: Pod = (**pod).clone();
@@ -224,13 +200,20 @@ impl World {
                 if let Err(err) = self.cluster.add_pod(now, pod) {
                     self.notes.insert(format!("trace line {}: {err}", e.line));
                 }
+                if let Some(node) = self.cluster.pod(&key).and_then(|p| p.node_name.clone()) {
+                    self.pod_event(&node, now);
+                }
                 self.sync_pod(&key);
             }
             TraceEvent::PodDeleted(r) => {
                 let key = format!("{}/{}", r.namespace, r.name);
+                let node = self.cluster.pod(&key).and_then(|p| p.node_name.clone());
                 if self.cluster.delete_pod(&key).is_err() {
                     self.notes
                         .insert("some trace deletions name pods that are not present".to_string());
+                }
+                if let Some(node) = node {
+                    self.pod_event(&node, now);
                 }
                 self.sync_pod(&key);
             }
@@ -238,7 +221,7 @@ impl World {
                 let class_changed = matches!(**object, AppliedObject::EC2NodeClass(_));
                 self.apply(object);
                 if class_changed {
-                    self.refresh_instance_types(region)?;
+                    self.refresh_instance_types()?;
                 }
             }
             TraceEvent::Delete(r) => {
@@ -258,7 +241,7 @@ impl World {
                         }
                     }
                 }
-                self.refresh_instance_types(region)?;
+                self.refresh_instance_types()?;
             }
             TraceEvent::Capacity(_) => {
                 self.notes.insert(
@@ -303,30 +286,33 @@ impl World {
         Ok(())
     }
 
-    /// Cordons and drains a node whose instance is about to go (Karpenter's interruption
-    /// handling): its pods become pending and the engine launches replacements.
-    fn drain(&mut self, now: i64, node: &str, reason: &str) {
-        if self.cluster.node(node).is_none() {
-            // Not registered yet: the engine still sees it as in flight; stop it taking pods.
-            if let Some(Fact::Node(n)) = self.facts.get(&format!("Node {node}")).cloned() {
-                let mut n = n;
-                n.unschedulable = true;
-                self.facts.set(Fact::Node(n));
-            }
-            return;
+    /// EC2 says the instance is about to go: tell the engine (Karpenter's interruption queue),
+    /// which answers with an `Interrupted` disruption for a registered node. A NodeClaim not
+    /// registered yet is not a disruption candidate, so the engine is only told to stop
+    /// planning pods onto it.
+    fn interruption(&mut self, instance: &Instance, kind: facts::InterruptionKind, at_ms: i64) {
+        self.interruptions += 1;
+        let fact = Fact::Interruption(Interruption {
+            target: instance.id.clone(),
+            kind,
+            at_ms,
+        });
+        self.facts.set(fact.clone());
+        self.interruption_facts
+            .entry(instance.id.clone())
+            .or_default()
+            .push(fact);
+        let name = instance.node_name();
+        if let Some(n) = self.in_flight.get_mut(&name) {
+            n.unschedulable = true;
+            self.dirty_nodes.insert(name.clone());
         }
-        let _ = self.cluster.set_unschedulable(node, true);
-        if let Some(n) = self.cluster.node(node).cloned() {
-            self.facts.set(Fact::Node(n));
-        }
-        let pdbs: Vec<PodDisruptionBudget> = self.pdbs.values().cloned().collect();
-        if let Ok(outcome) = self.cluster.evict_for_drain(now, node, &pdbs) {
-            self.sync_pods(&outcome.evicted);
-        }
-        *self.disruptions.entry(reason.to_string()).or_insert(0) += 1;
+        // A node already in a graceful command is not a candidate any more, so the engine
+        // will not decide its interruption: drain it now rather than at the reclaim.
+        self.disruption.drain_now(&name);
     }
 
-    fn cloud_events(&mut self, now: i64) {
+    pub(super) fn cloud_events(&mut self, now: i64) {
         for e in self.cloud.poll(now) {
             let Some(instance) = self.cloud.instance(&e.instance_id).cloned() else {
                 continue;
@@ -334,34 +320,24 @@ impl World {
             let name = instance.node_name();
             match e.kind {
                 CloudEventKind::Running => {}
-                CloudEventKind::NodeRegistered => {
-                    let (Some(it), Some(pool)) = (
-                        self.fleet_types.get(&instance.instance_type),
-                        self.nodepools.get(&instance.nodepool),
-                    ) else {
-                        continue;
-                    };
-                    let (node, startup) = node_for_instance(&instance, it, pool, e.at_ms);
-                    let unschedulable = matches!(
-                        self.facts.get(&format!("Node {name}")),
-                        Some(Fact::Node(n)) if n.unschedulable
-                    );
-                    if self.cluster.add_node(node, startup).is_ok() {
-                        if unschedulable {
-                            let _ = self.cluster.set_unschedulable(&name, true);
-                        }
-                        if let Some(n) = self.cluster.node(&name).cloned() {
-                            self.facts.set(Fact::Node(engine_view(n, pool)));
-                        }
+                CloudEventKind::NodeRegistered => self.register(&instance, e.at_ms),
+                CloudEventKind::NodeInitialized => {
+                    if self.cluster.mark_ready(&name).is_ok() {
+                        self.dirty_nodes.insert(name);
                     }
                 }
-                CloudEventKind::NodeInitialized => {
-                    let _ = self.cluster.mark_ready(&name);
-                }
-                CloudEventKind::SpotInterruptionWarning { .. }
-                | CloudEventKind::CapacityReservationInterruptionWarning { .. } => {
-                    self.interruptions += 1;
-                    self.drain(now, &name, "Interrupted");
+                CloudEventKind::SpotInterruptionWarning { .. } => self.interruption(
+                    &instance,
+                    facts::InterruptionKind::SpotInterruption,
+                    e.at_ms,
+                ),
+                CloudEventKind::CapacityReservationInterruptionWarning { .. } => self.interruption(
+                    &instance,
+                    facts::InterruptionKind::CapacityReservationInterruption,
+                    e.at_ms,
+                ),
+                CloudEventKind::ScheduledChange => {
+                    self.interruption(&instance, facts::InterruptionKind::ScheduledChange, e.at_ms)
                 }
                 CloudEventKind::RebalanceRecommendation => {
                     self.notes.insert(
@@ -369,43 +345,103 @@ impl World {
                             .to_string(),
                     );
                 }
-                CloudEventKind::ScheduledChange => {
-                    self.interruptions += 1;
-                    self.drain(now, &name, "Interrupted");
-                }
-                CloudEventKind::Terminated { .. } => {
-                    self.nodes_terminated += 1;
-                    if let Ok(pods) = self.cluster.remove_node(now, &name) {
-                        self.sync_pods(&pods);
-                    }
-                    self.facts.remove(&format!("Node {name}"));
-                }
+                CloudEventKind::Terminated { .. } => self.gone(now, &instance),
             }
         }
     }
 
-    fn expire_unavailable(&mut self, now: i64, region: &str) -> Result<(), ReplayError> {
+    /// The kubelet registered the instance's Node.
+    fn register(&mut self, instance: &Instance, at_ms: i64) {
+        let name = instance.node_name();
+        let (Some(it), Some(pool)) = (
+            self.fleet_types.get(&instance.instance_type),
+            self.nodepools.get(&instance.nodepool),
+        ) else {
+            return;
+        };
+        let (mut node, startup) = node_for_instance(instance, it, pool, at_ms);
+        let claim = self.in_flight.remove(&name);
+        // What was recorded at launch stays, as on the NodeClaim: a NodePool changed since
+        // then is drift, not a new baseline.
+        match &claim {
+            Some(c) => {
+                node.annotations.extend(c.annotations.clone());
+                node.launched = c.launched.clone();
+            }
+            None => {
+                let class = pool
+                    .node_class
+                    .as_ref()
+                    .and_then(|c| self.nodeclasses.get(c));
+                record_launch(&mut node, pool, class);
+            }
+        }
+        let unschedulable = claim.is_some_and(|c| c.unschedulable);
+        if self.cluster.add_node(node, startup).is_ok() && unschedulable {
+            let _ = self.cluster.set_unschedulable(&name, true);
+        }
+        self.dirty_nodes.insert(name);
+    }
+
+    /// The instance is gone: its Node, its pods' binding and what the engine knew of it.
+    fn gone(&mut self, now: i64, instance: &Instance) {
+        let name = instance.node_name();
+        self.nodes_terminated += 1;
+        if let Ok(pods) = self.cluster.remove_node(now, &name) {
+            self.sync_pods(&pods);
+        }
+        self.in_flight.remove(&name);
+        self.deleting.remove(&name);
+        self.pod_events.remove(&name);
+        self.dirty_nodes.insert(name);
+        for fact in self
+            .interruption_facts
+            .remove(&instance.id)
+            .unwrap_or_default()
+        {
+            self.facts.remove(&fact.describe());
+        }
+    }
+
+    pub(super) fn expire_unavailable(&mut self, now: i64) -> Result<(), ReplayError> {
         let before = self.unavailable.len();
         self.unavailable.retain(|_, until| *until > now);
         if self.unavailable.len() != before {
-            self.refresh_instance_types(region)?;
+            self.refresh_instance_types()?;
         }
         Ok(())
     }
 
-    fn mark_unavailable(&mut self, now: i64, keys: &[OfferingKey], ttl: i64) {
-        for k in keys {
-            self.unavailable.insert(k.clone(), now + ttl);
-        }
-    }
-
-    fn advance_engine(&mut self) -> Result<Vec<(Decision, isize)>, ReplayError> {
+    /// Closes the epoch at `now` with what changed, and returns the decisions' diffs. Timers
+    /// due before `now` fire first, on the clock they were set for; later steps at the same
+    /// instant take the next milliseconds.
+    pub(super) fn advance_engine(
+        &mut self,
+        now: i64,
+    ) -> Result<Vec<(Decision, isize)>, ReplayError> {
+        self.sync_nodes();
         let changes = self.facts.take_changes();
-        self.epoch += 1;
+        let at = (now.max(0) as u64).max(self.engine.epoch());
         let started = Instant::now();
-        let diffs = self.engine.advance(self.epoch, changes)?;
+        let mut diffs = Vec::new();
+        if self.engine.epoch() < at {
+            diffs = self.engine.advance(at, Vec::new())?;
+            self.advances += 1;
+        }
+        let more = self.engine.advance(at + 1, changes)?;
+        self.advances += 1;
+        let diffs = if diffs.is_empty() {
+            more
+        } else {
+            let mut sum: BTreeMap<Decision, isize> = BTreeMap::new();
+            for (d, r) in diffs.into_iter().chain(more) {
+                *sum.entry(d).or_insert(0) += r;
+            }
+            sum.into_iter().filter(|(_, r)| *r != 0).collect()
+        };
         let micros = started.elapsed().as_micros() as u64;
         let _ = self.engine_latency.record(micros.max(1));
+        self.last_advance_ms = now;
         for (d, r) in &diffs {
             if let (Decision::ClusterLowerBound(p), 1) = (d, r) {
                 self.lower_bound = *p;
@@ -414,63 +450,12 @@ impl World {
         Ok(diffs)
     }
 
-    /// Executes the launches the engine added; returns whether capacity errors need a replan.
-    fn execute(&mut self, now: i64, diffs: &[(Decision, isize)]) -> bool {
-        let mut replan = false;
-        let ttl = self.cloud.config().ice_ttl_ms;
-        for action in actions(diffs) {
-            let mut launch: Launch = match action {
-                Action::Create(l) => l,
-                // Launches are executed the instant they appear, so nothing is left to update
-                // or cancel.
-                Action::Update(_) | Action::Cancel { .. } => continue,
-            };
-            // Launch names identify what a NodeClaim is, so the same name comes back when an
-            // identical NodeClaim is needed again after the first was launched; each launch is a
-            // new NodeClaim, so it gets a fresh name (and CreateFleet client token).
-            if self.launched.contains(&launch.name) {
-                let base = launch.name.clone();
-                let mut n = 2;
-                while self.launched.contains(&format!("{base}-{n}")) {
-                    n += 1;
-                }
-                launch.name = format!("{base}-{n}");
-            }
-            match self.cloud.create_fleet(now, &launch, &self.fleet_types) {
-                Ok(instance) => {
-                    self.launched.insert(launch.name.clone());
-                    if !instance.fleet_errors.is_empty() {
-                        self.capacity_errors += instance.fleet_errors.len() as u64;
-                        let errs = instance.fleet_errors.clone();
-                        self.mark_unavailable(now, &errs, ttl);
-                        replan = true;
-                    }
-                    let (Some(it), Some(pool)) = (
-                        self.fleet_types.get(&instance.instance_type),
-                        self.nodepools.get(&instance.nodepool),
-                    ) else {
-                        continue;
-                    };
-                    let (mut node, _startup) = node_for_instance(&instance, it, pool, now);
-                    node.in_flight = true;
-                    self.facts.set(Fact::Node(engine_view(node, pool)));
-                }
-                Err(FleetError::InsufficientCapacity { tried, .. }) => {
-                    self.capacity_errors += tried.len() as u64;
-                    self.mark_unavailable(now, &tried, ttl);
-                    replan = true;
-                }
-                Err(FleetError::NoMatchingOfferings { .. }) => {
-                    self.notes.insert(
-                        "some launches matched no offering in the simulated cloud".to_string(),
-                    );
-                }
-            }
-        }
-        replan
+    /// Whether any node or NodeClaim exists (the disruption loop polls only then).
+    pub(super) fn has_nodes(&self) -> bool {
+        !self.in_flight.is_empty() || self.cluster.nodes().next().is_some()
     }
 
-    fn alive_nodes(&self) -> u64 {
+    pub(super) fn alive_nodes(&self) -> u64 {
         self.cloud
             .instances()
             .filter(|i| i.state.is_alive())
@@ -486,7 +471,12 @@ impl World {
     }
 
     /// Appends a row for every minute that starts before `now`, with the current state.
-    fn timeline_until(&self, now: i64, next_minute: &mut i64, timeline: &mut Vec<TimelineRow>) {
+    pub(super) fn timeline_until(
+        &self,
+        now: i64,
+        next_minute: &mut i64,
+        timeline: &mut Vec<TimelineRow>,
+    ) {
         while *next_minute * MINUTE_MS < now {
             let pending = self.pods_pending();
             timeline.push(TimelineRow {
@@ -496,214 +486,17 @@ impl World {
                 pods_running: self.cluster.pods().count() as u64 - pending,
                 cost_rate: self.cost_rate(),
                 lower_bound_rate: self.lower_bound.dollars(),
+                nodes_disrupting: self.disruption.nodes_disrupting(),
+                nodes_disrupted: self.disruption.nodes_terminated(),
             });
             *next_minute += 1;
         }
     }
 
-    fn pods_pending(&self) -> u64 {
+    pub(super) fn pods_pending(&self) -> u64 {
         self.cluster
             .pods()
             .filter(|p| p.node_name.is_none())
             .count() as u64
     }
-}
-
-/// The node as the engine should see it: startup taints do not block scheduling (Karpenter
-/// ignores them when planning), so only the NodePool's taints are kept.
-fn engine_view(
-    mut node: dovetail_dataflow::model::Node,
-    pool: &NodePool,
-) -> dovetail_dataflow::model::Node {
-    node.taints.retain(|t| !pool.startup_taints.contains(t));
-    node
-}
-
-/// Replays `events` (sorted by time) against the simulated world, starting from `initial`.
-pub fn replay(
-    events: &[TimedEvent],
-    initial: &Manifests,
-    opts: &ReplayOptions,
-    mut progress: impl FnMut(Progress),
-) -> Result<ReplayOutcome, ReplayError> {
-    let wall = Instant::now();
-    let region = opts.sim.region.clone();
-    let mut w = World::new(opts)?;
-    for p in &initial.nodepools {
-        w.apply(&AppliedObject::NodePool(p.clone()));
-    }
-    for c in &initial.nodeclasses {
-        w.apply(&AppliedObject::EC2NodeClass(c.clone()));
-    }
-    for o in &initial.overlays {
-        w.apply(&AppliedObject::NodeOverlay(o.clone()));
-    }
-    for d in &initial.daemonsets {
-        w.apply(&AppliedObject::DaemonSet(d.clone()));
-    }
-    for p in &initial.pdbs {
-        w.apply(&AppliedObject::PodDisruptionBudget(p.clone()));
-    }
-    w.refresh_instance_types(&region)?;
-
-    let end_ms = events.last().map(|e| e.t as i64).unwrap_or(0) + opts.settle_ms;
-    let mut timeline: Vec<TimelineRow> = Vec::new();
-    let mut next_minute: i64 = 0;
-    let mut lower_bound_usd = 0.0;
-    let mut last_t: i64 = 0;
-    let mut idx = 0;
-    let mut steps: u64 = 0;
-    loop {
-        let candidates = [
-            events.get(idx).map(|e| e.t as i64),
-            w.cloud.next_event_ms(),
-            w.unavailable.values().min().copied(),
-        ];
-        let Some(now) = candidates.into_iter().flatten().min() else {
-            break;
-        };
-        if now > end_ms {
-            break;
-        }
-        if let Some(speed) = opts.speed.filter(|s| *s > 0.0) {
-            let wait = (now - last_t) as f64 / speed;
-            if wait > 0.0 {
-                std::thread::sleep(std::time::Duration::from_micros((wait * 1000.0) as u64));
-            }
-        }
-        // The state that held until now is what the timeline shows for the minutes passed.
-        w.timeline_until(now, &mut next_minute, &mut timeline);
-        lower_bound_usd += w.lower_bound.dollars() * (now - last_t) as f64 / 3_600_000.0;
-        last_t = now;
-
-        while let Some(e) = events.get(idx).filter(|e| e.t as i64 <= now) {
-            w.event(now, e, &region)?;
-            idx += 1;
-        }
-        w.cloud_events(now);
-        w.expire_unavailable(now, &region)?;
-        for (pod, _node) in w.cluster.schedule(now) {
-            w.sync_pod(&pod);
-        }
-        for _ in 0..MAX_REPLANS_PER_INSTANT {
-            let diffs = w.advance_engine()?;
-            let replan = w.execute(now, &diffs);
-            if replan {
-                w.refresh_instance_types(&region)?;
-            }
-            if !w.facts.has_changes() {
-                break;
-            }
-        }
-        w.peak_nodes = w.peak_nodes.max(w.alive_nodes());
-        steps += 1;
-        if steps.is_multiple_of(200) {
-            progress(Progress {
-                now_ms: now,
-                end_ms,
-                nodes: w.alive_nodes(),
-                pods_pending: w.pods_pending(),
-            });
-        }
-    }
-    w.timeline_until(end_ms + 1, &mut next_minute, &mut timeline);
-    lower_bound_usd += w.lower_bound.dollars() * (end_ms - last_t).max(0) as f64 / 3_600_000.0;
-    progress(Progress {
-        now_ms: end_ms,
-        end_ms,
-        nodes: w.alive_nodes(),
-        pods_pending: w.pods_pending(),
-    });
-
-    let cost = w.cloud.cost_so_far(end_ms);
-    let mut pending = histogram();
-    for ms in w.cluster.pending_durations() {
-        let _ = pending.record(((*ms).max(0) as u64) / 1000);
-    }
-    let mut notes: Vec<String> = w.notes.iter().cloned().collect();
-    // Explain up to a few pods left pending: what the engine decided for them, and why the
-    // simulated kube-scheduler did not follow.
-    let decisions = w.engine.decisions();
-    let stuck: Vec<String> = w
-        .cluster
-        .pods()
-        .filter(|p| p.node_name.is_none())
-        .map(|p| p.key())
-        .take(5)
-        .collect();
-    for pod in stuck {
-        let engine = decisions.iter().find_map(|d| match d {
-            Decision::Binding { pod: p, target } if *p == pod => {
-                Some(format!("engine placed it on {target}"))
-            }
-            Decision::Unschedulable { pod: p, reason } if *p == pod => {
-                Some(format!("engine: unschedulable: {reason}"))
-            }
-            _ => None,
-        });
-        let engine = engine.unwrap_or_else(|| "engine has no decision for it".to_string());
-        let sim = match decisions.iter().find_map(|d| match d {
-            Decision::Binding { pod: p, target } if *p == pod => Some(target.clone()),
-            _ => None,
-        }) {
-            Some(node) => match w.cluster.why_not(&pod, &node) {
-                Ok(Some(unfit)) => format!("; the simulated scheduler says: {unfit}"),
-                Ok(None) => "; the simulated scheduler says it fits".to_string(),
-                Err(e) => format!("; {e}"),
-            },
-            None => String::new(),
-        };
-        notes.push(format!("pending at the end: {pod}: {engine}{sim}"));
-    }
-    notes.push("disruption (consolidation, drift, expiry) is not implemented yet: nodes are only removed by interruptions".to_string());
-    let summary = ReplaySummary {
-        trace: opts.trace_name.clone(),
-        seed: opts.sim.seed,
-        simulated_hours: end_ms as f64 / 3_600_000.0,
-        wall_seconds: wall.elapsed().as_secs_f64(),
-        total_cost_usd: cost.total_usd,
-        lower_bound_usd,
-        cost_over_lower_bound: if lower_bound_usd > 0.0 {
-            cost.total_usd / lower_bound_usd
-        } else {
-            0.0
-        },
-        by_capacity_type: cost
-            .by_capacity_type
-            .iter()
-            .map(|(k, v)| {
-                (
-                    k.clone(),
-                    CapacityTypeUsage {
-                        usd: v.usd,
-                        node_hours: v.node_hours,
-                        instances: v.instances,
-                    },
-                )
-            })
-            .collect(),
-        nodes_launched: w.launched.len() as u64,
-        nodes_terminated: w.nodes_terminated,
-        peak_nodes: w.peak_nodes,
-        disruptions_by_reason: w.disruptions,
-        capacity_errors: w.capacity_errors,
-        interruptions_handled: w.interruptions,
-        pods_created: w.pods_created,
-        pod_pending_seconds: Percentiles::of(&pending),
-        pods_never_scheduled: w.cluster.pods().filter(|p| p.node_name.is_none()).count() as u64,
-        engine_epochs: w.epoch,
-        engine_update_micros: Percentiles::of(&w.engine_latency),
-        notes,
-    };
-    let mut instances: Vec<crate::Instance> = w.cloud.instances().cloned().collect();
-    instances.sort_by(|a, b| {
-        a.launched_ms
-            .cmp(&b.launched_ms)
-            .then_with(|| a.id.cmp(&b.id))
-    });
-    Ok(ReplayOutcome {
-        summary,
-        timeline,
-        instances,
-    })
 }

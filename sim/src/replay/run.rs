@@ -1,0 +1,284 @@
+//! The replay loop: a trace drives the simulated cluster and cloud on the virtual clock; the real
+//! engine (provisioning and disruption) makes every decision and the replay executes them.
+//!
+//! At each instant with something to do (a trace event, a cloud lifecycle event, an expiring
+//! capacity error, or the disruption poll every 10 s while nodes exist) the driver applies it,
+//! then repeats — up to a bound — letting the simulated kube-scheduler bind what it can, telling
+//! the engine what changed and acting on its decisions, until nothing changes.
+
+use super::disruption::POLL_INTERVAL_MS;
+use super::summary::{CapacityTypeUsage, Percentiles, ReplaySummary, TimelineRow};
+use super::world::{histogram, World};
+use crate::SimConfig;
+use dovetail_dataflow::decisions::Decision;
+use dovetail_ingest::trace::{AppliedObject, TimedEvent};
+use dovetail_ingest::Manifests;
+use std::time::Instant;
+use thiserror::Error;
+
+/// How many times the engine may replan at one instant.
+const MAX_STEPS_PER_INSTANT: usize = 8;
+
+#[derive(Debug, Error)]
+pub enum ReplayError {
+    #[error("simulated cloud: {0}")]
+    Cloud(String),
+    #[error("engine: {0}")]
+    Engine(#[from] dovetail_dataflow::engine::EngineError),
+    #[error("catalogue: {0}")]
+    Catalog(#[from] dovetail_dataflow::catalog::CatalogError),
+}
+
+/// How to replay.
+#[derive(Debug, Clone)]
+pub struct ReplayOptions {
+    pub sim: SimConfig,
+    /// Keep simulating this long after the last trace event, so launches can settle.
+    pub settle_ms: i64,
+    /// Timely worker threads for the engine.
+    pub workers: usize,
+    /// Run at this multiple of real time (None: as fast as possible).
+    pub speed: Option<f64>,
+    /// A name for the trace in the summary.
+    pub trace_name: String,
+}
+
+impl Default for ReplayOptions {
+    fn default() -> Self {
+        ReplayOptions {
+            sim: SimConfig::default(),
+            settle_ms: 10 * super::world::MINUTE_MS,
+            workers: 1,
+            speed: None,
+            trace_name: String::new(),
+        }
+    }
+}
+
+/// Periodic progress for a bar or log lines.
+#[derive(Debug, Clone, Copy)]
+pub struct Progress {
+    pub now_ms: i64,
+    pub end_ms: i64,
+    pub nodes: u64,
+    pub pods_pending: u64,
+}
+
+/// The result of a replay.
+#[derive(Debug, Clone)]
+pub struct ReplayOutcome {
+    pub summary: ReplaySummary,
+    pub timeline: Vec<TimelineRow>,
+    /// Every instance the simulated cloud launched, in launch order.
+    pub instances: Vec<crate::Instance>,
+}
+
+/// Replays `events` (sorted by time) against the simulated world, starting from `initial`.
+pub fn replay(
+    events: &[TimedEvent],
+    initial: &Manifests,
+    opts: &ReplayOptions,
+    mut progress: impl FnMut(Progress),
+) -> Result<ReplayOutcome, ReplayError> {
+    let wall = Instant::now();
+    let mut w = World::new(&opts.sim, dovetail_queries::standing_queries, opts.workers)?;
+    for p in &initial.nodepools {
+        w.apply(&AppliedObject::NodePool(p.clone()));
+    }
+    for c in &initial.nodeclasses {
+        w.apply(&AppliedObject::EC2NodeClass(c.clone()));
+    }
+    for o in &initial.overlays {
+        w.apply(&AppliedObject::NodeOverlay(o.clone()));
+    }
+    for d in &initial.daemonsets {
+        w.apply(&AppliedObject::DaemonSet(d.clone()));
+    }
+    for p in &initial.pdbs {
+        w.apply(&AppliedObject::PodDisruptionBudget(p.clone()));
+    }
+    w.refresh_instance_types()?;
+
+    let end_ms = events.last().map(|e| e.t as i64).unwrap_or(0) + opts.settle_ms;
+    let mut timeline: Vec<TimelineRow> = Vec::new();
+    let mut next_minute: i64 = 0;
+    let mut lower_bound_usd = 0.0;
+    let mut last_t: i64 = 0;
+    let mut idx = 0;
+    let mut steps: u64 = 0;
+    loop {
+        let poll = w
+            .has_nodes()
+            .then_some(w.last_advance_ms + POLL_INTERVAL_MS);
+        let candidates = [
+            events.get(idx).map(|e| e.t as i64),
+            w.cloud.next_event_ms(),
+            w.unavailable.values().min().copied(),
+            poll,
+            w.disruption.next_validation_ms(last_t),
+        ];
+        let Some(now) = candidates.into_iter().flatten().min() else {
+            break;
+        };
+        if now > end_ms {
+            break;
+        }
+        if let Some(speed) = opts.speed.filter(|s| *s > 0.0) {
+            let wait = (now - last_t) as f64 / speed;
+            if wait > 0.0 {
+                std::thread::sleep(std::time::Duration::from_micros((wait * 1000.0) as u64));
+            }
+        }
+        // The state that held until now is what the timeline shows for the minutes passed.
+        w.timeline_until(now, &mut next_minute, &mut timeline);
+        lower_bound_usd += w.lower_bound.dollars() * (now - last_t) as f64 / 3_600_000.0;
+        last_t = now;
+
+        while let Some(e) = events.get(idx).filter(|e| e.t as i64 <= now) {
+            w.event(now, e)?;
+            idx += 1;
+        }
+        w.cloud_events(now);
+        w.expire_unavailable(now)?;
+        for _ in 0..MAX_STEPS_PER_INSTANT {
+            w.schedule(now);
+            let diffs = w.advance_engine(now)?;
+            w.act(now, &diffs);
+            if w.replan {
+                w.refresh_instance_types()?;
+            }
+            if !w.facts.has_changes() && w.dirty_nodes.is_empty() {
+                break;
+            }
+        }
+        w.peak_nodes = w.peak_nodes.max(w.alive_nodes());
+        steps += 1;
+        if steps.is_multiple_of(200) {
+            progress(Progress {
+                now_ms: now,
+                end_ms,
+                nodes: w.alive_nodes(),
+                pods_pending: w.pods_pending(),
+            });
+        }
+    }
+    w.timeline_until(end_ms + 1, &mut next_minute, &mut timeline);
+    lower_bound_usd += w.lower_bound.dollars() * (end_ms - last_t).max(0) as f64 / 3_600_000.0;
+    progress(Progress {
+        now_ms: end_ms,
+        end_ms,
+        nodes: w.alive_nodes(),
+        pods_pending: w.pods_pending(),
+    });
+    let summary = summarise(&w, opts, end_ms, lower_bound_usd, wall);
+    let mut instances: Vec<crate::Instance> = w.cloud.instances().cloned().collect();
+    instances.sort_by(|a, b| {
+        a.launched_ms
+            .cmp(&b.launched_ms)
+            .then_with(|| a.id.cmp(&b.id))
+    });
+    Ok(ReplayOutcome {
+        summary,
+        timeline,
+        instances,
+    })
+}
+
+/// Up to a few pods left pending: what the engine decided for them, and why the simulated
+/// kube-scheduler did not follow.
+fn explain_pending(w: &World) -> Vec<String> {
+    let decisions = w.engine.decisions();
+    let stuck: Vec<String> = w
+        .cluster
+        .pods()
+        .filter(|p| p.node_name.is_none())
+        .map(|p| p.key())
+        .take(5)
+        .collect();
+    let mut notes = Vec::new();
+    for pod in stuck {
+        let engine = decisions.iter().find_map(|d| match d {
+            Decision::Binding { pod: p, target } if *p == pod => {
+                Some(format!("engine placed it on {target}"))
+            }
+            Decision::Unschedulable { pod: p, reason } if *p == pod => {
+                Some(format!("engine: unschedulable: {reason}"))
+            }
+            _ => None,
+        });
+        let engine = engine.unwrap_or_else(|| "engine has no decision for it".to_string());
+        let sim = match decisions.iter().find_map(|d| match d {
+            Decision::Binding { pod: p, target } if *p == pod => Some(target.clone()),
+            _ => None,
+        }) {
+            Some(node) => match w.cluster.why_not(&pod, &node) {
+                Ok(Some(unfit)) => format!("; the simulated scheduler says: {unfit}"),
+                Ok(None) => "; the simulated scheduler says it fits".to_string(),
+                Err(e) => format!("; {e}"),
+            },
+            None => String::new(),
+        };
+        notes.push(format!("pending at the end: {pod}: {engine}{sim}"));
+    }
+    notes
+}
+
+fn summarise(
+    w: &World,
+    opts: &ReplayOptions,
+    end_ms: i64,
+    lower_bound_usd: f64,
+    wall: Instant,
+) -> ReplaySummary {
+    let cost = w.cloud.cost_so_far(end_ms);
+    let mut pending = histogram();
+    for ms in w.cluster.pending_durations() {
+        let _ = pending.record(((*ms).max(0) as u64) / 1000);
+    }
+    let mut notes: Vec<String> = w.notes.iter().cloned().collect();
+    notes.extend(explain_pending(w));
+    let d = &w.disruption.stats;
+    ReplaySummary {
+        trace: opts.trace_name.clone(),
+        seed: opts.sim.seed,
+        simulated_hours: end_ms as f64 / 3_600_000.0,
+        wall_seconds: wall.elapsed().as_secs_f64(),
+        total_cost_usd: cost.total_usd,
+        lower_bound_usd,
+        cost_over_lower_bound: if lower_bound_usd > 0.0 {
+            cost.total_usd / lower_bound_usd
+        } else {
+            0.0
+        },
+        by_capacity_type: cost
+            .by_capacity_type
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    CapacityTypeUsage {
+                        usd: v.usd,
+                        node_hours: v.node_hours,
+                        instances: v.instances,
+                    },
+                )
+            })
+            .collect(),
+        nodes_launched: w.launched.len() as u64,
+        nodes_terminated: w.nodes_terminated,
+        peak_nodes: w.peak_nodes,
+        disruptions_by_reason: d.started_by_reason.clone(),
+        disruption_commands: d.commands_started,
+        disruption_commands_abandoned: d.commands_abandoned,
+        disruption_replacements_launched: d.replacements_launched,
+        nodes_terminated_by_disruption: d.terminated_by_reason.clone(),
+        capacity_errors: w.capacity_errors,
+        interruptions_handled: w.interruptions,
+        pods_created: w.pods_created,
+        pod_pending_seconds: Percentiles::of(&pending),
+        pods_never_scheduled: w.cluster.pods().filter(|p| p.node_name.is_none()).count() as u64,
+        engine_epochs: w.advances,
+        engine_update_micros: Percentiles::of(&w.engine_latency),
+        notes,
+    }
+}
