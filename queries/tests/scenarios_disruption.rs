@@ -1579,21 +1579,22 @@ fn forceful_disruptions_use_up_the_budget() {
         &rfc3339(MONDAY_MS - HOUR_MS),
         "",
     );
+    // Its pod is too big for e0 (an m5.large), so e0 does not become its landing place (which
+    // would keep e0 out of this evaluation for another reason).
     yaml += &node(
         "old",
         "b",
-        "m5.large",
+        "m5.xlarge",
         "us-east-1b",
         "on-demand",
         &rfc3339(MONDAY_MS - 48 * HOUR_MS),
         "",
     );
-    yaml += &bound_pod("old-app", "old", "1", "1Gi", "");
+    yaml += &bound_pod("old-app", "old", "3", "1Gi", "");
     let o = plan_at(&yaml, MONDAY_MS);
-    assert_eq!(
-        commanded(&o, "old").map(|d| d.reason),
-        Some(DisruptionReason::Expired)
-    );
+    let d = commanded(&o, "old").unwrap_or_else(|| panic!("{:#?}", o.disruptions));
+    assert_eq!(d.reason, DisruptionReason::Expired);
+    assert_eq!(d.replacements.len(), 1, "{d:#?}");
     assert_eq!(empty_split(&o, 1), (0, 1));
 }
 
