@@ -196,7 +196,7 @@ fn keys(state: &BTreeMap<String, Fact>, prefix: &str) -> Vec<String> {
 
 #[test]
 fn disruption_incremental_equals_from_scratch_after_every_epoch() {
-    let mut rng = Rng(0xd15_2u64 << 20 | 0x7);
+    let mut rng = Rng(0x000d_1520_0007);
     let start = common::MONDAY_MS as i64;
     let mut state: BTreeMap<String, Fact> = common::facts(WORLD)
         .into_iter()
