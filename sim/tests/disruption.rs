@@ -164,3 +164,36 @@ fn a_spot_interruption_drains_the_node_onto_a_replacement_without_losing_pods() 
     assert_eq!(out.summary.pods_never_scheduled, 0);
     assert_eq!(running_at_end(&out), 2);
 }
+
+#[test]
+fn a_changed_nodepool_template_drifts_the_node_and_it_is_replaced() {
+    let pool = |annotations: &str| {
+        format!(
+            r#"{{"apiVersion":"karpenter.sh/v1","kind":"NodePool","metadata":{{"name":"default"}},"spec":{{"template":{{"metadata":{{"annotations":{annotations}}},"spec":{{"nodeClassRef":{{"group":"karpenter.k8s.aws","kind":"EC2NodeClass","name":"default"}},"requirements":[{{"key":"karpenter.sh/capacity-type","operator":"In","values":["on-demand"]}},{{"key":"node.kubernetes.io/instance-type","operator":"In","values":["m5.xlarge"]}}]}}}}}}}}"#
+        )
+    };
+    let lines = vec![
+        pod_line(0, "p0", "1"),
+        pod_line(0, "p1", "1"),
+        format!(
+            r#"{{"t":300000,"event":"apply","object":{}}}"#,
+            pool(r#"{"example.com/revision":"2"}"#)
+        ),
+    ];
+    let initial = xlarge_pool("", "");
+    let out = run_with(&lines, &initial, quiet(), 10 * MINUTE);
+    assert_eq!(terminated_by(&out, "Drifted"), 1, "{:#?}", out.summary);
+    // One replacement, launched with the new template's hash, so it does not drift in turn.
+    assert_eq!(out.instances.len(), 2, "{:?}", out.instances);
+    let (first, second) = (&out.instances[0], &out.instances[1]);
+    assert!(second.launched_ms >= 300_000);
+    // Graceful: the node goes only once its replacement is initialised.
+    let ready = second.launched_ms + quiet().launch_to_ready_ms();
+    assert!(
+        first.stopped_ms.is_some_and(|s| s >= ready),
+        "{first:?} {second:?}"
+    );
+    assert_eq!(second.stopped_ms, None);
+    assert_eq!(out.summary.pods_never_scheduled, 0);
+    assert_eq!(running_at_end(&out), 2);
+}

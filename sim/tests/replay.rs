@@ -54,7 +54,7 @@ fn same_trace_and_seed_same_result() {
     ))
     .expect("sample trace");
     let trace = read_trace("dlrm-sample.jsonl", text.as_bytes(), false).expect("sample parses");
-    let events = &trace.events[..trace.events.len().min(600)];
+    let events = &trace.events[..trace.events.len().min(300)];
     let initial = dovetail_ingest::load_paths(&[concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../data/traces/nodepools.yaml"

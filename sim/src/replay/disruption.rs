@@ -493,7 +493,7 @@ impl World {
         if let Ok(outcome) = self.cluster.evict_for_drain(now, node, &pdbs) {
             if !outcome.evicted.is_empty() {
                 self.sync_pods(&outcome.evicted);
-                self.pod_event(node, now);
+                self.pod_events.insert(node.to_string(), now);
             }
         }
         self.dirty_nodes.insert(node.to_string());

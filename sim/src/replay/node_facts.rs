@@ -10,8 +10,12 @@ use dovetail_dataflow::model::labels::NODEPOOL;
 use dovetail_dataflow::model::Node;
 
 impl World {
-    /// A pod was bound to `node` or left it at `now`.
-    pub(super) fn pod_event(&mut self, node: &str, now: i64) {
+    /// Pod `key` was bound to `node` or left it at `now`. DaemonSet pods do not count, as in
+    /// Karpenter's pod-events controller.
+    pub(super) fn pod_event(&mut self, key: &str, node: &str, now: i64) {
+        if self.cluster.pod(key).is_some_and(|p| p.is_daemon) {
+            return;
+        }
         self.pod_events.insert(node.to_string(), now);
         self.dirty_nodes.insert(node.to_string());
     }

@@ -187,7 +187,7 @@ impl World {
     pub(super) fn schedule(&mut self, now: i64) {
         for (pod, node) in self.cluster.schedule(now) {
             self.sync_pod(&pod);
-            self.pod_event(&node, now);
+            self.pod_event(&pod, &node, now);
         }
     }
 
@@ -201,19 +201,24 @@ impl World {
                     self.notes.insert(format!("trace line {}: {err}", e.line));
                 }
                 if let Some(node) = self.cluster.pod(&key).and_then(|p| p.node_name.clone()) {
-                    self.pod_event(&node, now);
+                    self.pod_event(&key, &node, now);
                 }
                 self.sync_pod(&key);
             }
             TraceEvent::PodDeleted(r) => {
                 let key = format!("{}/{}", r.namespace, r.name);
-                let node = self.cluster.pod(&key).and_then(|p| p.node_name.clone());
+                let node = self
+                    .cluster
+                    .pod(&key)
+                    .filter(|p| !p.is_daemon)
+                    .and_then(|p| p.node_name.clone());
                 if self.cluster.delete_pod(&key).is_err() {
                     self.notes
                         .insert("some trace deletions name pods that are not present".to_string());
                 }
                 if let Some(node) = node {
-                    self.pod_event(&node, now);
+                    self.pod_events.insert(node.clone(), now);
+                    self.dirty_nodes.insert(node);
                 }
                 self.sync_pod(&key);
             }
@@ -424,7 +429,8 @@ impl World {
         let at = (now.max(0) as u64).max(self.engine.epoch());
         let started = Instant::now();
         let mut diffs = Vec::new();
-        if self.engine.epoch() < at {
+        // With nothing to apply, one advance past `at` fires the same timers.
+        if self.engine.epoch() < at && !changes.is_empty() {
             diffs = self.engine.advance(at, Vec::new())?;
             self.advances += 1;
         }
