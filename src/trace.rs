@@ -34,6 +34,9 @@ pub enum TraceCommand {
         /// Stop after this many trace seconds.
         #[arg(long)]
         until_s: Option<f64>,
+        /// Namespace of the converted pods.
+        #[arg(long, default_value = "default")]
+        namespace: String,
         /// Count malformed rows and continue.
         #[arg(long)]
         skip_bad: bool,
@@ -50,9 +53,11 @@ pub fn run(command: TraceCommand) -> Result<()> {
             time_compress,
             sample_one_in,
             until_s,
+            namespace,
             skip_bad,
         } => {
             let opts = ConvertOptions {
+                namespace,
                 replicate,
                 time_compress,
                 sample_one_in,

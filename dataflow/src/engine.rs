@@ -132,7 +132,7 @@ impl Engine {
                     .probe_with(&probe);
                 input
             });
-            while let Ok(command) = commands.recv() {
+            'commands: while let Ok(command) = commands.recv() {
                 match command {
                     Command::Advance { to, updates } => {
                         for (fact, diff) in updates {
@@ -158,15 +158,22 @@ impl Engine {
                         });
                         for m in due {
                             if out.send(m).is_err() {
-                                return;
+                                break 'commands;
                             }
                         }
                         if out.send(Message::Caught).is_err() {
-                            return;
+                            break 'commands;
                         }
                     }
                 }
             }
+            // The engine is gone. Closing the input would make the worker run every timer
+            // still pending in the future (expiries weeks ahead) before it can stop: drop the
+            // dataflow instead, with the input still open.
+            for dataflow in worker.installed_dataflows() {
+                worker.drop_dataflow(dataflow);
+            }
+            drop(facts_in);
         })
         .map_err(EngineError::Start)?;
         Ok(Engine {
@@ -253,6 +260,22 @@ impl Engine {
     }
 }
 
+impl Drop for Engine {
+    fn drop(&mut self) {
+        // Closing the command channels ends each worker's loop; then the guards join them.
+        self.commands.clear();
+        if let Some(guards) = self.guards.take() {
+            if self.poisoned {
+                // The surviving workers wait for the dead one's progress forever; joining
+                // them would hang the caller. Leave them to the process's end.
+                std::mem::forget(guards);
+            } else {
+                drop(guards);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -274,20 +297,35 @@ mod tests {
             .expect_err("minute 2 panics");
         assert!(matches!(err, EngineError::WorkerPanicked), "{err}");
     }
-}
 
-impl Drop for Engine {
-    fn drop(&mut self) {
-        // Closing the command channels ends each worker's loop; then the guards join them.
-        self.commands.clear();
-        if let Some(guards) = self.guards.take() {
-            if self.poisoned {
-                // The surviving workers wait for the dead one's progress forever; joining
-                // them would hang the caller. Leave them to the process's end.
-                std::mem::forget(guards);
-            } else {
-                drop(guards);
-            }
-        }
+    /// Updates the dataflow saw stamped at or after the far-future time below.
+    static FAR_FUTURE_SEEN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+    #[test]
+    fn dropping_the_engine_does_not_run_future_timers() {
+        const FAR: Epoch = 1 << 50;
+        let mut engine = Engine::start(1, |facts| {
+            // `consolidate` holds an update until the frontier passes its time, as every
+            // stateful query does.
+            crate::temporal::during(facts, |_| (FAR as i64, None))
+                .consolidate()
+                .inspect(|(_, t, _)| {
+                    if *t >= FAR {
+                        FAR_FUTURE_SEEN.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    }
+                })
+                .map(|_| Decision::LowerBound(crate::model::Price(0)))
+        })
+        .expect("engine starts");
+        let d = engine
+            .advance(1, vec![(Fact::Clock(0), 1)])
+            .expect("advance");
+        assert!(d.is_empty(), "the timer is far ahead: {d:?}");
+        drop(engine);
+        assert_eq!(
+            FAR_FUTURE_SEEN.load(std::sync::atomic::Ordering::SeqCst),
+            0,
+            "shutting down ran the dataflow up to a timer weeks ahead"
+        );
     }
 }

@@ -16,7 +16,7 @@ pub mod types;
 use bindings::ClassOutcome;
 use differential_dataflow::VecCollection;
 use dovetail_dataflow::decisions::Decision;
-use dovetail_dataflow::engine::Epoch;
+use dovetail_dataflow::engine::{Epoch, QueryBuilder};
 use dovetail_dataflow::facts::Fact;
 use packing::Packed;
 
@@ -24,14 +24,30 @@ use packing::Packed;
 pub fn standing_queries<'s>(
     facts: VecCollection<'s, Epoch, Fact>,
 ) -> VecCollection<'s, Epoch, Decision> {
-    build(facts, true)
+    build(facts, Some(None))
+}
+
+/// Every standing query, with disruption commands decided at most once per `poll_ms` of logical
+/// time, as Karpenter's disruption controller polls every 10 s: the changes of a poll interval
+/// are evaluated together at its end (a multiple of `poll_ms`). Provisioning is not delayed.
+/// A replay uses this; `plan` and the tests decide at once.
+pub fn standing_queries_polled(poll_ms: u64) -> impl QueryBuilder {
+    with_builder_signature(move |facts| build(facts, Some(Some(poll_ms))))
+}
+
+/// Pins a closure to the builder's higher-ranked signature (closures are not inferred as such).
+fn with_builder_signature<F>(f: F) -> F
+where
+    F: for<'s> Fn(VecCollection<'s, Epoch, Fact>) -> VecCollection<'s, Epoch, Decision>,
+{
+    f
 }
 
 /// The provisioning half of the engine alone: facts in, launches and bindings out.
 pub fn provisioning<'s>(
     facts: VecCollection<'s, Epoch, Fact>,
 ) -> VecCollection<'s, Epoch, Decision> {
-    build(facts, false)
+    build(facts, None)
 }
 
 /// The facts of one kind.
@@ -55,9 +71,10 @@ fn fact_kind(f: &Fact) -> u8 {
     }
 }
 
+/// `disruption`: None for provisioning alone, else the disruption poll interval (None: none).
 fn build<'s>(
     facts: VecCollection<'s, Epoch, Fact>,
-    with_disruption: bool,
+    disruption: Option<Option<u64>>,
 ) -> VecCollection<'s, Epoch, Decision> {
     let pods = split(facts.clone(), 0).flat_map(|f| match f {
         Fact::Pod(p) => Some(p),
@@ -131,9 +148,9 @@ fn build<'s>(
     let provisioning = decided
         .concat(cluster_bound.map(Decision::ClusterLowerBound))
         .concat(bindings::bindings(classes, outcomes));
-    if !with_disruption {
+    let Some(poll_ms) = disruption else {
         return provisioning;
-    }
+    };
     let pdbs = split(facts.clone(), 7).flat_map(|f| match f {
         Fact::Pdb(p) => Some(p),
         _ => None,
@@ -163,5 +180,6 @@ fn build<'s>(
         interruptions,
         clock,
         gates,
+        poll_ms,
     }))
 }

@@ -27,11 +27,11 @@ enum Part {
 fn daemon_runs_on(d: &DaemonSet, node: &Node) -> bool {
     let s = &d.scheduling;
     first_untolerated(&node.taints, &s.tolerations).is_none()
-        && s.node_selector.matched_by_labels(&node.labels).is_ok()
+        && s.node_selector.matches_labels(&node.labels)
         && (s.required_node_affinity.is_empty()
             || s.required_node_affinity
                 .iter()
-                .any(|term| term.matched_by_labels(&node.labels).is_ok()))
+                .any(|term| term.matches_labels(&node.labels)))
 }
 
 pub fn node_usage<'s>(

@@ -1999,6 +1999,54 @@ fn an_empty_node_becomes_disruptable_when_the_clock_passes_its_deadline() {
     )));
 }
 
+/// With `standing_queries_polled(60 s)` (how a replay runs the engine, like Karpenter's
+/// disruption loop), a deadline that falls between polls is acted on at the next poll: the
+/// decision appears in the epoch that reaches the next multiple of the interval, not before.
+#[test]
+fn a_polled_engine_decides_disruption_at_the_next_poll() {
+    const POLL_MS: u64 = 60_000;
+    let t0 = MONDAY_MS;
+    // The deadline (last event + 10m) is 25 s past a poll.
+    let last_event = t0 - 5 * MINUTE_MS + 25_000;
+    let yaml = pool(
+        "idle",
+        ON_DEMAND,
+        "",
+        &disruption("WhenEmptyOrUnderutilized", "10m", &["{nodes: \"100%\"}"]),
+    ) + NODECLASS
+        + &node(
+            "idle",
+            "idle",
+            "m5.large",
+            "us-east-1a",
+            "on-demand",
+            CREATED,
+            "",
+        )
+        + &nodeclaim(
+            "idle-claim",
+            "idle",
+            "",
+            &format!("  lastPodEventTime: \"{}\"", rfc3339(last_event)),
+        );
+    let deadline = last_event + 10 * MINUTE_MS;
+    let next_poll = deadline.div_ceil(POLL_MS) * POLL_MS;
+    assert!(next_poll > deadline);
+    let mut e = Engine::start(1, dovetail_queries::standing_queries_polled(POLL_MS))
+        .expect("engine starts");
+    e.advance(t0, vec![]).expect("advance");
+    let d = e
+        .advance(t0 + 1, facts(&yaml).into_iter().map(|f| (f, 1)).collect())
+        .expect("advance");
+    assert!(empty_disruptions(&d, "idle").is_empty(), "{d:#?}");
+    // Past the deadline but before the poll: nothing yet.
+    let d = e.advance(next_poll, vec![]).expect("advance");
+    assert!(empty_disruptions(&d, "idle").is_empty(), "{d:#?}");
+    // The epoch that includes the poll.
+    let d = e.advance(next_poll + 1, vec![]).expect("advance");
+    assert_eq!(empty_disruptions(&d, "idle"), [1], "{d:#?}");
+}
+
 /// A node that has never seen a pod event (no NodeClaim status) counts from its creation.
 #[test]
 fn without_a_pod_event_consolidate_after_counts_from_creation() {

@@ -85,8 +85,8 @@ fn node_affinity_matches(
     required: &[Requirements],
     labels: &BTreeMap<String, String>,
 ) -> bool {
-    node_selector.matched_by_labels(labels).is_ok()
-        && (required.is_empty() || required.iter().any(|t| t.matched_by_labels(labels).is_ok()))
+    node_selector.matches_labels(labels)
+        && (required.is_empty() || required.iter().any(|t| t.matches_labels(labels)))
 }
 
 /// The namespaces a term (held by a pod in `owner_ns`) looks in.
@@ -415,14 +415,14 @@ impl<'a> PodFit<'a> {
                 .unwrap_or_else(|| "resources".to_string());
             return Err(Unfit::Resources(short));
         }
-        if s.node_selector.matched_by_labels(labels).is_err() {
+        if !s.node_selector.matches_labels(labels) {
             return Err(Unfit::NodeSelector);
         }
         if !s.required_node_affinity.is_empty()
             && !s
                 .required_node_affinity
                 .iter()
-                .any(|t| t.matched_by_labels(labels).is_ok())
+                .any(|t| t.matches_labels(labels))
         {
             return Err(Unfit::NodeAffinity);
         }

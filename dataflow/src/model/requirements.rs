@@ -348,17 +348,7 @@ impl Requirements {
     /// reads a node selector term against a node).
     pub fn matched_by_labels(&self, labels: &BTreeMap<String, String>) -> Result<(), Incompatible> {
         for (key, req) in &self.0 {
-            let ok = match labels.get(key) {
-                Some(v) => req.has(v),
-                // An absent label satisfies only NotIn / DoesNotExist (complement of a set with
-                // no bounds, or the empty set).
-                None => match req.operator() {
-                    Operator::NotIn => req.greater_than.is_none() && req.less_than.is_none(),
-                    Operator::DoesNotExist => true,
-                    _ => false,
-                },
-            };
-            if !ok {
+            if !Self::label_satisfies(req, labels.get(key)) {
                 return Err(Incompatible {
                     key: key.clone(),
                     detail: format!(
@@ -369,6 +359,27 @@ impl Requirements {
             }
         }
         Ok(())
+    }
+
+    /// `matched_by_labels` without the reason: the solver asks this of every node for every
+    /// pod class, and building the message for each miss was a tenth of its time.
+    pub fn matches_labels(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.0
+            .iter()
+            .all(|(key, req)| Self::label_satisfies(req, labels.get(key)))
+    }
+
+    fn label_satisfies(req: &Requirement, value: Option<&String>) -> bool {
+        match value {
+            Some(v) => req.has(v),
+            // An absent label satisfies only NotIn / DoesNotExist (complement of a set with no
+            // bounds, or the empty set).
+            None => match req.operator() {
+                Operator::NotIn => req.greater_than.is_none() && req.less_than.is_none(),
+                Operator::DoesNotExist => true,
+                _ => false,
+            },
+        }
     }
 
     pub fn keys(&self) -> impl Iterator<Item = &str> {

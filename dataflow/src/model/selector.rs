@@ -15,6 +15,6 @@ impl LabelSelector {
     /// True when a pod labelled `labels` is selected. An empty selector selects every pod (as a
     /// topology spread constraint's does).
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.requirements.matched_by_labels(labels).is_ok()
+        self.requirements.matches_labels(labels)
     }
 }

@@ -147,7 +147,7 @@ impl<'a> Evaluation<'a> {
         if let Some(f) = out.failures.first() {
             return Err(format!("{} pods would not fit: {}", f.count, f.reason));
         }
-        Ok(out.launches)
+        Ok(out.launches.clone())
     }
 
     /// Keeps the existing nodes that take pods from an accepted command out of later commands
@@ -166,7 +166,7 @@ impl<'a> Evaluation<'a> {
         self.taken.extend(landing);
     }
 
-    fn simulation(&self, nodes: &[&Candidate]) -> crate::solver::SolverOutput {
+    fn simulation(&self, nodes: &[&Candidate]) -> std::rc::Rc<crate::solver::SolverOutput> {
         // Nodes that earlier commands of this evaluation disrupt cannot take pods either.
         let removed: BTreeSet<&str> = nodes
             .iter()
@@ -821,6 +821,7 @@ pub fn commands<'s>(parts: VecCollection<'s, Epoch, Part>) -> VecCollection<'s, 
     parts
         .map(|p| ((), p))
         .reduce_named("DisruptionCommands", move |_unit, parts, out| {
+            let started = std::time::Instant::now();
             memo.borrow_mut().next_evaluation();
             let mut pools = Vec::new();
             let mut classes = BTreeMap::new();
@@ -876,9 +877,18 @@ pub fn commands<'s>(parts: VecCollection<'s, Epoch, Part>) -> VecCollection<'s, 
                 taken: BTreeSet::new(),
             };
             eval.run();
+            let candidates = eval.candidates.len();
             for d in eval.decisions() {
                 out.push((d, 1));
             }
+            let m = memo.borrow();
+            tracing::debug!(
+                candidates,
+                simulations_reused = m.hits,
+                simulations_run = m.misses,
+                micros = started.elapsed().as_micros() as u64,
+                "disruption commands evaluated"
+            );
         })
         .map(|((), d)| d)
 }

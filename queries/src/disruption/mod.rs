@@ -41,6 +41,8 @@ pub struct Inputs<'s> {
     pub clock: VecCollection<'s, Epoch, Minute>,
     /// Enabled feature gates by name.
     pub gates: VecCollection<'s, Epoch, String>,
+    /// Evaluate commands at most once per this many milliseconds (None: at every change).
+    pub poll_ms: Option<u64>,
 }
 
 pub fn disruption(i: Inputs<'_>) -> VecCollection<'_, Epoch, Decision> {
@@ -83,5 +85,11 @@ pub fn disruption(i: Inputs<'_>) -> VecCollection<'_, Epoch, Decision> {
                 .filter(|g| g == commands::SPOT_TO_SPOT_GATE)
                 .map(|_| Part::SpotToSpot),
         );
+    let parts = match i.poll_ms.filter(|p| *p > 1) {
+        // Rounding every change up to the end of its poll interval is monotone and only moves
+        // times forward, as `delay` requires.
+        Some(poll) => parts.delay(move |t| t.div_ceil(poll) * poll),
+        None => parts,
+    };
     commands::commands(parts).concat(adopt)
 }

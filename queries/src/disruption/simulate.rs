@@ -18,13 +18,14 @@ use dovetail_dataflow::model::Resources;
 use dovetail_dataflow::stable_hash::stable_hash;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::rc::Rc;
 
 /// Simulation results kept between evaluations. Entries not used by the latest evaluation are
 /// dropped by the next, so it holds at most two evaluations' worth.
 #[derive(Default)]
 pub struct Memo {
-    current: HashMap<u64, SolverOutput>,
-    previous: HashMap<u64, SolverOutput>,
+    current: HashMap<u64, Rc<SolverOutput>>,
+    previous: HashMap<u64, Rc<SolverOutput>>,
     pub hits: u64,
     pub misses: u64,
 }
@@ -37,7 +38,7 @@ impl Memo {
         self.misses = 0;
     }
 
-    fn get_or(&mut self, key: u64, run: impl FnOnce() -> SolverOutput) -> SolverOutput {
+    fn get_or(&mut self, key: u64, run: impl FnOnce() -> SolverOutput) -> Rc<SolverOutput> {
         if let Some(v) = self.current.get(&key) {
             self.hits += 1;
             return v.clone();
@@ -48,7 +49,7 @@ impl Memo {
             return v;
         }
         self.misses += 1;
-        let v = run();
+        let v = Rc::new(run());
         self.current.insert(key, v.clone());
         v
     }
@@ -155,7 +156,7 @@ impl<'a> World<'a> {
     /// Packs `pods` (by class) with the nodes named in `removed` gone. Destinations that cannot
     /// hold even the smallest of those pods are left out (they could not change the outcome)
     /// unless a class needs the whole cluster for spread or affinity counts.
-    pub fn simulate(&self, removed: &BTreeSet<&str>, pods: &[(ClassId, i64)]) -> SolverOutput {
+    pub fn simulate(&self, removed: &BTreeSet<&str>, pods: &[(ClassId, i64)]) -> Rc<SolverOutput> {
         let mut classes = Vec::new();
         let mut whole = false;
         let mut total = Resources::default();
@@ -219,19 +220,71 @@ impl<'a> World<'a> {
         let useful: Vec<usize> = (0..self.destinations.len())
             .filter(|&i| is_useful(i))
             .collect();
-        let key = stable_hash(&(
-            "full",
-            removed,
-            &class_key,
-            useful
-                .iter()
-                .map(|&i| self.fingerprints[i])
-                .collect::<Vec<_>>(),
-            self.pools_hash,
-        ));
-        self.memo
+        let useful_fingerprints: Vec<u64> = useful.iter().map(|&i| self.fingerprints[i]).collect();
+        if whole {
+            let key = stable_hash(&(
+                "full",
+                removed,
+                &class_key,
+                &useful_fingerprints,
+                self.pools_hash,
+            ));
+            return self
+                .memo
+                .borrow_mut()
+                .get_or(key, || self.solve(&classes, &useful, true, removed));
+        }
+        // Without spread or affinity, the solver tries every existing node before it opens a
+        // NodeClaim (existing bins come first in its first-fit order, and nothing about a new
+        // bin changes an existing one). So the full run is two: the existing nodes alone, then
+        // new NodeClaims for what they leave over. The second, the costly one, depends only on
+        // the leftovers and the NodePools, so it is reused while churn elsewhere in the cluster
+        // re-runs the first.
+        let key = stable_hash(&("existing", &class_key, &useful_fingerprints));
+        let existing = self
+            .memo
             .borrow_mut()
-            .get_or(key, || self.solve(&classes, &useful, true, removed))
+            .get_or(key, || self.solve(&classes, &useful, false, removed));
+        if existing.failures.is_empty() {
+            return existing;
+        }
+        let mut leftover: BTreeMap<ClassId, i64> = BTreeMap::new();
+        for f in &existing.failures {
+            *leftover.entry(f.class).or_insert(0) += f.count;
+        }
+        let rest: Vec<_> = classes
+            .iter()
+            .filter_map(|&(id, class, compat, _)| {
+                leftover.get(&id).map(|&n| (id, class, compat, n))
+            })
+            .collect();
+        let rest_key: Vec<(ClassId, i64, u64)> = rest
+            .iter()
+            .map(|(id, _, _, n)| (*id, *n, self.compat_hashes.get(id).copied().unwrap_or(0)))
+            .collect();
+        let key = stable_hash(&("new", removed, &rest_key, self.pools_hash));
+        let new = self
+            .memo
+            .borrow_mut()
+            .get_or(key, || self.solve(&rest, &[], true, removed));
+        let mut placements = existing.placements.clone();
+        // Each class's placements are numbered in bin order, existing nodes first.
+        let mut next_order: BTreeMap<ClassId, u32> = BTreeMap::new();
+        for p in &placements {
+            let o = next_order.entry(p.class).or_insert(0);
+            *o = (*o).max(p.order + 1);
+        }
+        placements.extend(new.placements.iter().map(|p| {
+            let mut p = p.clone();
+            p.order += next_order.get(&p.class).copied().unwrap_or(0);
+            p
+        }));
+        Rc::new(SolverOutput {
+            launches: new.launches.clone(),
+            placements,
+            failures: new.failures.clone(),
+            lower_bound: new.lower_bound,
+        })
     }
 
     fn solve(

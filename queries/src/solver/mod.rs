@@ -177,7 +177,10 @@ impl<'a> Solver<'a> {
         for (i, n) in nodes.iter().enumerate() {
             let mut bin = Bin {
                 kind: BinKind::Existing { node: i },
-                requirements: Requirements::from_labels(&n.node.labels),
+                // An existing node is matched by its labels directly (see `fit`); building
+                // requirements from them for every node of every simulation was most of the cost
+                // of a disruption evaluation.
+                requirements: Requirements::default(),
                 used: n.used.clone(),
                 headroom: (0, 0),
                 classes: Vec::new(),
@@ -193,10 +196,10 @@ impl<'a> Solver<'a> {
                     *bin.group_counts.entry(g).or_insert(0) += count;
                 }
             }
-            for (g, group) in topo.groups.clone().iter().enumerate() {
+            for g in 0..topo.groups.len() {
                 let c = bin.group_count(g);
-                if c > 0 && !group.per_node() {
-                    if let Some(v) = n.node.labels.get(&group.key) {
+                if c > 0 && !topo.groups[g].per_node() {
+                    if let Some(v) = n.node.labels.get(&topo.groups[g].key) {
                         topo.add(g, v, c);
                     }
                 }
@@ -278,7 +281,7 @@ impl<'a> Solver<'a> {
             if let Some(v) = n.node.labels.get(key) {
                 if !n.node.unschedulable
                     && first_untolerated(&n.node.taints, tolerations).is_none()
-                    && reqs.matched_by_labels(&n.node.labels).is_ok()
+                    && reqs.matches_labels(&n.node.labels)
                 {
                     out.insert(v.clone());
                 }
@@ -648,7 +651,7 @@ impl<'a> Solver<'a> {
                 let n = &self.nodes[*node].node;
                 if n.unschedulable
                     || first_untolerated(&n.taints, &class.class.scheduling.tolerations).is_some()
-                    || reqs.matched_by_labels(&n.labels).is_err()
+                    || !reqs.matches_labels(&n.labels)
                 {
                     return None;
                 }

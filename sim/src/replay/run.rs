@@ -81,7 +81,9 @@ pub fn replay(
     mut progress: impl FnMut(Progress),
 ) -> Result<ReplayOutcome, ReplayError> {
     let wall = Instant::now();
-    let mut w = World::new(&opts.sim, dovetail_queries::standing_queries, opts.workers)?;
+    // Disruption is decided once per poll, at multiples of the interval, as Karpenter's loop.
+    let queries = dovetail_queries::standing_queries_polled(POLL_INTERVAL_MS as u64);
+    let mut w = World::new(&opts.sim, queries, opts.workers)?;
     for p in &initial.nodepools {
         w.apply(&AppliedObject::NodePool(p.clone()));
     }
@@ -109,7 +111,7 @@ pub fn replay(
     loop {
         let poll = w
             .has_nodes()
-            .then_some(w.last_advance_ms + POLL_INTERVAL_MS);
+            .then_some((w.last_advance_ms.div_euclid(POLL_INTERVAL_MS) + 1) * POLL_INTERVAL_MS);
         let candidates = [
             events.get(idx).map(|e| e.t as i64),
             w.cloud.next_event_ms(),
