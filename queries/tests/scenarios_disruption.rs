@@ -1769,6 +1769,31 @@ fn a_pdb_allowing_no_disruption_blocks_and_one_allowing_some_does_not() {
     assert!(commanded(&o, "lone").is_some(), "{:#?}", o.disruptions);
 }
 
+/// Two budgets that each allow a disruption still block when they select the same pod: the
+/// eviction API refuses a pod under more than one PodDisruptionBudget.
+#[test]
+fn a_pod_under_two_pdbs_blocks_even_when_each_allows_a_disruption() {
+    let two = pdb("first", "lone-app", "maxUnavailable: 1")
+        + &pdb("second", "lone-app", "maxUnavailable: 1");
+    let o = plan_at(&lone_node("", &two), MONDAY_MS);
+    assert!(commanded(&o, "lone").is_none(), "{:#?}", o.disruptions);
+    assert!(
+        blocked(&o, "lone")
+            .iter()
+            .any(|b| b.contains("more than one PodDisruptionBudget")
+                && b.contains("default/first")
+                && b.contains("default/second")),
+        "{:#?}",
+        o.disruptions
+    );
+    // One of them alone does not block (the test above shows the same for maxUnavailable: 1).
+    let o = plan_at(
+        &lone_node("", &pdb("first", "lone-app", "maxUnavailable: 1")),
+        MONDAY_MS,
+    );
+    assert!(commanded(&o, "lone").is_some(), "{:#?}", o.disruptions);
+}
+
 /// Karpenter v1 evicts pods without a controller; they do not block consolidation.
 #[test]
 fn a_pod_without_an_owner_does_not_block() {
@@ -1948,13 +1973,10 @@ fn empty_disruptions(diffs: &[(Decision, isize)], node: &str) -> Vec<isize> {
         .collect()
 }
 
-/// The engine reports the Empty disruption in the epoch that reaches lastPodEvent +
-/// consolidateAfter, not one before, without any fact arriving then.
-#[test]
-fn an_empty_node_becomes_disruptable_when_the_clock_passes_its_deadline() {
-    let t0 = MONDAY_MS;
-    let last_event = t0 - 5 * MINUTE_MS;
-    let yaml = pool(
+/// An empty on-demand node of a NodePool with `consolidateAfter: 10m`, its last pod event at
+/// `last_event`.
+fn idle_node_consolidating_after_10m(last_event: u64) -> String {
+    pool(
         "idle",
         ON_DEMAND,
         "",
@@ -1974,7 +1996,16 @@ fn an_empty_node_becomes_disruptable_when_the_clock_passes_its_deadline() {
             "idle",
             "",
             &format!("  lastPodEventTime: \"{}\"", rfc3339(last_event)),
-        );
+        )
+}
+
+/// The engine reports the Empty disruption in the epoch that reaches lastPodEvent +
+/// consolidateAfter, not one before, without any fact arriving then.
+#[test]
+fn an_empty_node_becomes_disruptable_when_the_clock_passes_its_deadline() {
+    let t0 = MONDAY_MS;
+    let last_event = t0 - 5 * MINUTE_MS;
+    let yaml = idle_node_consolidating_after_10m(last_event);
     let deadline = last_event + 10 * MINUTE_MS;
     let mut e = Engine::start(1, dovetail_queries::standing_queries).expect("engine starts");
     e.advance(t0, vec![]).expect("advance");
@@ -2008,27 +2039,7 @@ fn a_polled_engine_decides_disruption_at_the_next_poll() {
     let t0 = MONDAY_MS;
     // The deadline (last event + 10m) is 25 s past a poll.
     let last_event = t0 - 5 * MINUTE_MS + 25_000;
-    let yaml = pool(
-        "idle",
-        ON_DEMAND,
-        "",
-        &disruption("WhenEmptyOrUnderutilized", "10m", &["{nodes: \"100%\"}"]),
-    ) + NODECLASS
-        + &node(
-            "idle",
-            "idle",
-            "m5.large",
-            "us-east-1a",
-            "on-demand",
-            CREATED,
-            "",
-        )
-        + &nodeclaim(
-            "idle-claim",
-            "idle",
-            "",
-            &format!("  lastPodEventTime: \"{}\"", rfc3339(last_event)),
-        );
+    let yaml = idle_node_consolidating_after_10m(last_event);
     let deadline = last_event + 10 * MINUTE_MS;
     let next_poll = deadline.div_ceil(POLL_MS) * POLL_MS;
     assert!(next_poll > deadline);

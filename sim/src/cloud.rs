@@ -281,6 +281,12 @@ impl SimCloud {
         self.in_use.get(key).copied().unwrap_or(0)
     }
 
+    /// From now on the offering holds at most `instances` live instances (those above a lowered
+    /// limit keep running; launches beyond it fail as insufficient capacity).
+    pub fn set_capacity(&mut self, key: OfferingKey, instances: u32) {
+        self.overrides.insert(key, instances);
+    }
+
     /// The offering's configured capacity: its override, else `capacity_per_offering`;
     /// `None` is unlimited.
     pub fn capacity_of(&self, key: &OfferingKey) -> Option<u32> {

@@ -46,6 +46,47 @@ fn insufficient_capacity_falls_back_to_the_next_offering() {
     assert_eq!(out.summary.pods_never_scheduled, 0);
 }
 
+/// A trace `capacity` line without a zone empties the offering in every zone from its time on:
+/// the launch that would have used it fails as insufficient capacity and falls back.
+#[test]
+fn a_trace_capacity_event_limits_the_offering_from_its_time() {
+    let (cheapest, _) = cheapest_m5_for(3);
+    let mut lines = vec![format!(
+        r#"{{"t":0,"event":"capacity","instance_type":"{cheapest}","capacity_type":"on-demand","instances":0}}"#
+    )];
+    lines.extend((0..3).map(|i| pod_line(0, &format!("p{i}"), "1")));
+    let out = run(&lines, "on-demand", quiet());
+    assert!(out.summary.capacity_errors >= 1, "{:?}", out.summary);
+    assert!(!out.instances.is_empty());
+    assert!(out.instances.iter().all(|i| i.instance_type != cheapest));
+    assert_eq!(out.summary.pods_never_scheduled, 0);
+    assert!(
+        out.summary.notes.iter().all(|n| !n.contains("capacity")),
+        "{:?}",
+        out.summary.notes
+    );
+}
+
+/// A trace `delete` of the only NodePool takes it away with its nodes (NodeClaims are owned by
+/// their NodePool, as in Karpenter): their pods are pending again, and neither they nor a pod
+/// created later find a NodePool to launch from.
+#[test]
+fn a_trace_delete_of_the_nodepool_takes_its_nodes_and_stops_launches() {
+    let mut lines: Vec<String> = (0..2)
+        .map(|i| pod_line(0, &format!("early{i}"), "1"))
+        .collect();
+    lines.push(r#"{"t":300000,"event":"delete","kind":"NodePool","name":"default"}"#.to_string());
+    lines.push(pod_line(360_000, "late", "1"));
+    let out = run(&lines, "on-demand", quiet());
+    assert_eq!(out.instances.len(), 1, "{:?}", out.instances);
+    assert!(
+        out.instances.iter().all(|i| !i.state.is_alive()),
+        "{:?}",
+        out.instances
+    );
+    assert_eq!(out.summary.pods_never_scheduled, 3, "{:?}", out.summary);
+}
+
 #[test]
 fn same_trace_and_seed_same_result() {
     let text = std::fs::read_to_string(concat!(

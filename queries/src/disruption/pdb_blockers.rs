@@ -4,7 +4,9 @@
 //! pods count as healthy, pending ones as not. It allows `healthy − minAvailable` disruptions,
 //! or `maxUnavailable − unhealthy` (percentages of the selected pods, rounded up, as the
 //! disruption controller does). When it allows none, every node holding one of its pods is
-//! blocked from graceful disruption (Karpenter's eviction would be refused).
+//! blocked from graceful disruption (Karpenter's eviction would be refused). A pod selected by
+//! more than one budget blocks its node too: the eviction API refuses such a pod outright, and
+//! Karpenter checks for it before it disrupts.
 
 use differential_dataflow::VecCollection;
 use dovetail_dataflow::engine::Epoch;
@@ -45,7 +47,8 @@ pub fn pdb_blockers<'s>(
     let pods = pods
         .filter(|p| !p.is_daemon)
         .map(|p| (p.namespace.clone(), (p.key(), p.labels, p.node_name)));
-    pdbs.map(|b| (b.namespace.clone(), b))
+    let selected = pdbs
+        .map(|b| (b.namespace.clone(), b))
         .join_map(pods, |_, pdb, (key, labels, node)| {
             (
                 pdb.clone(),
@@ -54,7 +57,24 @@ pub fn pdb_blockers<'s>(
                     .then(|| (key.clone(), node.clone())),
             )
         })
-        .flat_map(|(pdb, pod)| pod.map(|p| (pdb, p)))
+        .flat_map(|(pdb, pod)| pod.map(|p| (pdb, p)));
+    let many = selected
+        .clone()
+        .flat_map(|(pdb, (key, node))| {
+            node.map(|node| ((key, node), format!("{}/{}", pdb.namespace, pdb.name)))
+        })
+        .reduce_named("PodsUnderManyPdbs", |(key, node), budgets, out| {
+            if budgets.len() > 1 {
+                let names: Vec<&str> = budgets.iter().map(|(n, _)| n.as_str()).collect();
+                let why = format!(
+                    "pod {key} is selected by more than one PodDisruptionBudget ({}): the eviction API refuses it",
+                    names.join(", ")
+                );
+                out.push(((node.clone(), why), 1));
+            }
+        })
+        .map(|(_, blocker)| blocker);
+    selected
         .reduce_named("PdbBlockers", |pdb, pods, out| {
             let total: i64 = pods.iter().map(|(_, r)| *r as i64).sum();
             let healthy: i64 = pods
@@ -76,6 +96,7 @@ pub fn pdb_blockers<'s>(
             }
         })
         .map(|(_, blocker)| blocker)
+        .concat(many)
 }
 
 #[cfg(test)]

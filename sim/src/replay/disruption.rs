@@ -518,7 +518,7 @@ impl World {
     }
 
     /// Terminates the instance launched for a NodeClaim.
-    fn terminate_claim(&mut self, now: i64, claim: &str) {
+    pub(super) fn terminate_claim(&mut self, now: i64, claim: &str) {
         let Some(node) = self.cloud.instance_for_launch(claim).map(|i| i.node_name()) else {
             return;
         };

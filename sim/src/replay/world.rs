@@ -18,7 +18,7 @@ use dovetail_dataflow::model::{
     EC2NodeClass, InstanceType, Node, NodePool, Pod, PodDisruptionBudget, Price,
 };
 use dovetail_ingest::trace::{
-    AppliedObject, InterruptKind, InterruptTarget, TimedEvent, TraceEvent,
+    AppliedObject, InterruptKind, InterruptTarget, ObjectKind, TimedEvent, TraceEvent,
 };
 use hdrhistogram::Histogram;
 use std::collections::{BTreeMap, BTreeSet};
@@ -230,10 +230,43 @@ impl World {
                 }
             }
             TraceEvent::Delete(r) => {
-                let key = format!("{:?} {}", r.kind, r.name);
-                self.notes.insert(format!(
-                    "trace deletes of objects ({key}, ...) are not replayed yet"
-                ));
+                let namespaced = |ns: &Option<String>| {
+                    format!("{}/{}", ns.as_deref().unwrap_or("default"), r.name)
+                };
+                let key = match r.kind {
+                    ObjectKind::NodePool => {
+                        self.nodepools.remove(&r.name);
+                        // Its NodeClaims are owned by it and go with it, as in Karpenter (which
+                        // drains them first; here they are terminated at once).
+                        let claims: Vec<String> = self
+                            .cloud
+                            .instances()
+                            .filter(|i| i.state.is_alive() && i.nodepool == r.name)
+                            .map(|i| i.launch.clone())
+                            .collect();
+                        for claim in claims {
+                            self.terminate_claim(now, &claim);
+                        }
+                        format!("NodePool {}", r.name)
+                    }
+                    ObjectKind::EC2NodeClass => {
+                        self.nodeclasses.remove(&r.name);
+                        format!("EC2NodeClass {}", r.name)
+                    }
+                    ObjectKind::NodeOverlay => format!("NodeOverlay {}", r.name),
+                    ObjectKind::DaemonSet => format!("DaemonSet {}", namespaced(&r.namespace)),
+                    ObjectKind::PodDisruptionBudget => {
+                        let k = namespaced(&r.namespace);
+                        self.pdbs.remove(&k);
+                        format!("PodDisruptionBudget {k}")
+                    }
+                    // Priorities were resolved into the pods when the trace was read.
+                    ObjectKind::PriorityClass => return Ok(()),
+                };
+                self.facts.remove(&key);
+                if r.kind == ObjectKind::EC2NodeClass {
+                    self.refresh_instance_types()?;
+                }
             }
             TraceEvent::Price(change) => {
                 if let Some(it) = self.fleet_types.get_mut(&change.instance_type) {
@@ -248,11 +281,36 @@ impl World {
                 }
                 self.refresh_instance_types()?;
             }
-            TraceEvent::Capacity(_) => {
-                self.notes.insert(
-                    "trace capacity changes are not replayed yet (set capacity in --sim-config)"
-                        .to_string(),
-                );
+            TraceEvent::Capacity(change) => {
+                // Without a zone, the limit holds in each zone of the type separately.
+                let zones: Vec<String> = match &change.zone {
+                    Some(z) => vec![z.clone()],
+                    None => self
+                        .fleet_types
+                        .get(&change.instance_type)
+                        .map(|it| {
+                            let zones: BTreeSet<String> =
+                                it.offerings.iter().map(|o| o.zone.clone()).collect();
+                            zones.into_iter().collect()
+                        })
+                        .unwrap_or_default(),
+                };
+                if zones.is_empty() {
+                    self.notes.insert(format!(
+                        "trace line {}: capacity of unknown instance type {}",
+                        e.line, change.instance_type
+                    ));
+                }
+                for zone in zones {
+                    self.cloud.set_capacity(
+                        OfferingKey {
+                            instance_type: change.instance_type.clone(),
+                            zone,
+                            capacity_type: change.capacity_type.as_str().to_string(),
+                        },
+                        change.instances,
+                    );
+                }
             }
             TraceEvent::Interrupt(i) => {
                 let kind = match i.kind {
