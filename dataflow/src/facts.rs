@@ -78,21 +78,31 @@ impl Interruption {
     }
 }
 
+/// How [`Fact::describe`] names an applied object of Kubernetes `kind`: `name` for a
+/// cluster-scoped object, `namespace/name` for a namespaced one. A driver that keeps facts by
+/// this name (the replay) finds a deleted object's fact with it.
+pub fn object_key(kind: &str, name: &str) -> String {
+    format!("{kind} {name}")
+}
+
 impl Fact {
     /// The kind and identity of the fact, for logs and errors.
     pub fn describe(&self) -> String {
         match self {
             Fact::Pod(p) => format!("Pod {}", p.key()),
             Fact::Node(n) => format!("Node {}", n.name),
-            Fact::NodePool(p) => format!("NodePool {}", p.name),
-            Fact::NodeClass(c) => format!("EC2NodeClass {}", c.name),
+            Fact::NodePool(p) => object_key("NodePool", &p.name),
+            Fact::NodeClass(c) => object_key("EC2NodeClass", &c.name),
             Fact::InstanceType {
                 node_class,
                 instance_type,
             } => format!("instance type {} for {node_class}", instance_type.name),
-            Fact::Overlay(o) => format!("NodeOverlay {}", o.name),
-            Fact::DaemonSet(d) => format!("DaemonSet {}/{}", d.namespace, d.name),
-            Fact::Pdb(p) => format!("PodDisruptionBudget {}/{}", p.namespace, p.name),
+            Fact::Overlay(o) => object_key("NodeOverlay", &o.name),
+            Fact::DaemonSet(d) => object_key("DaemonSet", &format!("{}/{}", d.namespace, d.name)),
+            Fact::Pdb(p) => object_key(
+                "PodDisruptionBudget",
+                &format!("{}/{}", p.namespace, p.name),
+            ),
             Fact::Interruption(i) => format!("{:?} for {}", i.kind, i.target),
             Fact::Clock(m) => format!("clock at {m} ms"),
             Fact::FeatureGate { name, enabled } => format!("feature gate {name}={enabled}"),

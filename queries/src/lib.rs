@@ -24,7 +24,7 @@ use packing::Packed;
 pub fn standing_queries<'s>(
     facts: VecCollection<'s, Epoch, Fact>,
 ) -> VecCollection<'s, Epoch, Decision> {
-    build(facts, Some(None))
+    build(facts, Halves::Both { poll_ms: None })
 }
 
 /// Every standing query, with disruption commands decided at most once per `poll_ms` of logical
@@ -32,7 +32,14 @@ pub fn standing_queries<'s>(
 /// are evaluated together at its end (a multiple of `poll_ms`). Provisioning is not delayed.
 /// A replay uses this; `plan` and the tests decide at once.
 pub fn standing_queries_polled(poll_ms: u64) -> impl QueryBuilder {
-    with_builder_signature(move |facts| build(facts, Some(Some(poll_ms))))
+    with_builder_signature(move |facts| {
+        build(
+            facts,
+            Halves::Both {
+                poll_ms: Some(poll_ms),
+            },
+        )
+    })
 }
 
 /// Pins a closure to the builder's higher-ranked signature (closures are not inferred as such).
@@ -47,7 +54,7 @@ where
 pub fn provisioning<'s>(
     facts: VecCollection<'s, Epoch, Fact>,
 ) -> VecCollection<'s, Epoch, Decision> {
-    build(facts, None)
+    build(facts, Halves::Provisioning)
 }
 
 /// The facts of one kind.
@@ -71,10 +78,20 @@ fn fact_kind(f: &Fact) -> u8 {
     }
 }
 
-/// `disruption`: None for provisioning alone, else the disruption poll interval (None: none).
+/// Which halves of the engine to build.
+#[derive(Clone, Copy)]
+enum Halves {
+    Provisioning,
+    /// Provisioning and disruption, with disruption commands evaluated at most once per
+    /// `poll_ms` (None: at every change).
+    Both {
+        poll_ms: Option<u64>,
+    },
+}
+
 fn build<'s>(
     facts: VecCollection<'s, Epoch, Fact>,
-    disruption: Option<Option<u64>>,
+    halves: Halves,
 ) -> VecCollection<'s, Epoch, Decision> {
     let pods = split(facts.clone(), 0).flat_map(|f| match f {
         Fact::Pod(p) => Some(p),
@@ -148,7 +165,7 @@ fn build<'s>(
     let provisioning = decided
         .concat(cluster_bound.map(Decision::ClusterLowerBound))
         .concat(bindings::bindings(classes, outcomes));
-    let Some(poll_ms) = disruption else {
+    let Halves::Both { poll_ms } = halves else {
         return provisioning;
     };
     let pdbs = split(facts.clone(), 7).flat_map(|f| match f {

@@ -20,6 +20,9 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::rc::Rc;
 
+/// A class of pods to place: its id, spec, compatibility and count.
+type SimClass<'a> = (ClassId, &'a PodClass, &'a Compatibility, i64);
+
 /// Simulation results kept between evaluations. Entries not used by the latest evaluation are
 /// dropped by the next, so it holds at most two evaluations' worth.
 #[derive(Default)]
@@ -178,10 +181,7 @@ impl<'a> World<'a> {
                         .iter()
                         .any(|(_, c, _, _)| c.scheduling.requests.fits_in(&self.free[i])))
         };
-        let class_key: Vec<(ClassId, i64, u64)> = classes
-            .iter()
-            .map(|(id, _, _, n)| (*id, *n, self.compat_hashes.get(id).copied().unwrap_or(0)))
-            .collect();
+        let class_key = self.class_key(&classes);
         if !whole {
             // Enough destinations, in the solver's order, to hold the pods with room to spare.
             let mut room = Resources::default();
@@ -258,11 +258,7 @@ impl<'a> World<'a> {
                 leftover.get(&id).map(|&n| (id, class, compat, n))
             })
             .collect();
-        let rest_key: Vec<(ClassId, i64, u64)> = rest
-            .iter()
-            .map(|(id, _, _, n)| (*id, *n, self.compat_hashes.get(id).copied().unwrap_or(0)))
-            .collect();
-        let key = stable_hash(&("new", removed, &rest_key, self.pools_hash));
+        let key = stable_hash(&("new", removed, &self.class_key(&rest), self.pools_hash));
         let new = self
             .memo
             .borrow_mut()
@@ -287,9 +283,18 @@ impl<'a> World<'a> {
         })
     }
 
+    /// What a simulation's answer depends on for its pods: each class, its count, and a hash of
+    /// its compatibility.
+    fn class_key(&self, classes: &[SimClass<'a>]) -> Vec<(ClassId, i64, u64)> {
+        classes
+            .iter()
+            .map(|(id, _, _, n)| (*id, *n, self.compat_hashes.get(id).copied().unwrap_or(0)))
+            .collect()
+    }
+
     fn solve(
         &self,
-        classes: &[(ClassId, &'a PodClass, &'a Compatibility, i64)],
+        classes: &[SimClass<'a>],
         destinations: &[usize],
         with_pools: bool,
         removed: &BTreeSet<&str>,

@@ -9,14 +9,18 @@ pub enum BinKind {
     /// An existing node or in-flight NodeClaim: index into the solver's nodes.
     Existing { node: usize },
     /// A NodeClaim being planned from a NodePool: index into the solver's pools, with the
-    /// candidate types (indices into that pool's types, cheapest first).
-    New { pool: usize, types: Vec<u32> },
+    /// candidate types (indices into that pool's types, cheapest first) and the requirements
+    /// its pods have narrowed it to. (An existing node is matched by its labels.)
+    New {
+        pool: usize,
+        types: Vec<u32>,
+        requirements: Requirements,
+    },
 }
 
 #[derive(Debug, Clone)]
 pub struct Bin {
     pub kind: BinKind,
-    pub requirements: Requirements,
     pub used: Resources,
     /// What the largest remaining candidate could still take (CPU, memory): a quick reject.
     pub headroom: (i64, i64),

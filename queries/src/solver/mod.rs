@@ -177,10 +177,6 @@ impl<'a> Solver<'a> {
         for (i, n) in nodes.iter().enumerate() {
             let mut bin = Bin {
                 kind: BinKind::Existing { node: i },
-                // An existing node is matched by its labels directly (see `fit`); building
-                // requirements from them for every node of every simulation was most of the cost
-                // of a disruption evaluation.
-                requirements: Requirements::default(),
                 used: n.used.clone(),
                 headroom: (0, 0),
                 classes: Vec::new(),
@@ -663,19 +659,23 @@ impl<'a> Solver<'a> {
                     requirements: None,
                 })
             }
-            BinKind::New { pool, types } => {
+            BinKind::New {
+                pool,
+                types,
+                requirements,
+            } => {
                 let bits = self.compat_bits[ci][*pool].as_ref()?;
-                bin.requirements.intersects(reqs).ok()?;
+                requirements.intersects(reqs).ok()?;
                 // Most classes add nothing to a bin's requirements: skip building a copy then.
                 let adds = reqs.0.iter().any(|(k, r)| {
-                    bin.requirements
+                    requirements
                         .get(k)
                         .is_none_or(|br| br.intersection(r) != *br)
                 });
                 let merged = if adds {
-                    std::borrow::Cow::Owned(bin.requirements.intersection(reqs))
+                    std::borrow::Cow::Owned(requirements.intersection(reqs))
                 } else {
-                    std::borrow::Cow::Borrowed(&bin.requirements)
+                    std::borrow::Cow::Borrowed(requirements)
                 };
                 self.best_types(*pool, types, bits, &merged, &bin.used, req, cap, opening)
                     .map(|(copies, types)| Fit {
@@ -798,11 +798,16 @@ impl<'a> Solver<'a> {
             let bin = &mut self.bins[b];
             bin.used.add_assign(&req);
             bin.add_class(ci, fit.copies);
-            if let BinKind::New { types, .. } = &mut bin.kind {
+            if let BinKind::New {
+                types,
+                requirements,
+                ..
+            } = &mut bin.kind
+            {
                 *types = fit.types;
-            }
-            if let Some(r) = fit.requirements {
-                bin.requirements = r;
+                if let Some(r) = fit.requirements {
+                    *requirements = r;
+                }
             }
             for &g in &member_of {
                 *bin.group_counts.entry(g).or_insert(0) += fit.copies;
@@ -827,8 +832,7 @@ impl<'a> Solver<'a> {
         let bin = &self.bins[b];
         match &bin.kind {
             BinKind::Existing { node } => self.nodes[*node].node.labels.get(key).cloned(),
-            BinKind::New { .. } => bin
-                .requirements
+            BinKind::New { requirements, .. } => requirements
                 .get(key)
                 .filter(|r| !r.complement && r.values.len() == 1)
                 .and_then(|r| r.values.iter().next().cloned()),
@@ -847,7 +851,7 @@ impl<'a> Solver<'a> {
                     (free.cpu, free.memory)
                 }
             }
-            BinKind::New { pool, types } => {
+            BinKind::New { pool, types, .. } => {
                 let mut h = (-1, -1);
                 for &t in types {
                     if let Some(pt) = self.pools[*pool].types.get(t as usize) {
@@ -886,8 +890,8 @@ impl<'a> Solver<'a> {
                 kind: BinKind::New {
                     pool: p,
                     types: candidates,
+                    requirements,
                 },
-                requirements,
                 used: Resources::default(),
                 headroom: (i64::MAX, i64::MAX),
                 classes: Vec::new(),
@@ -937,11 +941,15 @@ impl<'a> Solver<'a> {
             }
             let target = match &bin.kind {
                 BinKind::Existing { node } => self.nodes[*node].node.name.clone(),
-                BinKind::New { pool, types } => {
+                BinKind::New {
+                    pool,
+                    types,
+                    requirements,
+                } => {
                     let l = launch::launch(
                         self.pools[*pool],
                         types,
-                        &bin.requirements,
+                        requirements,
                         &bin.classes,
                         &self.classes,
                         &mut ordinals,

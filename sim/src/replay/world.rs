@@ -230,10 +230,12 @@ impl World {
                 }
             }
             TraceEvent::Delete(r) => {
-                let namespaced = |ns: &Option<String>| {
-                    format!("{}/{}", ns.as_deref().unwrap_or("default"), r.name)
+                let name = if r.kind.namespaced() {
+                    format!("{}/{}", r.namespace.as_deref().unwrap_or("default"), r.name)
+                } else {
+                    r.name.clone()
                 };
-                let key = match r.kind {
+                match r.kind {
                     ObjectKind::NodePool => {
                         self.nodepools.remove(&r.name);
                         // Its NodeClaims are owned by it and go with it, as in Karpenter (which
@@ -247,23 +249,19 @@ impl World {
                         for claim in claims {
                             self.terminate_claim(now, &claim);
                         }
-                        format!("NodePool {}", r.name)
                     }
                     ObjectKind::EC2NodeClass => {
                         self.nodeclasses.remove(&r.name);
-                        format!("EC2NodeClass {}", r.name)
                     }
-                    ObjectKind::NodeOverlay => format!("NodeOverlay {}", r.name),
-                    ObjectKind::DaemonSet => format!("DaemonSet {}", namespaced(&r.namespace)),
                     ObjectKind::PodDisruptionBudget => {
-                        let k = namespaced(&r.namespace);
-                        self.pdbs.remove(&k);
-                        format!("PodDisruptionBudget {k}")
+                        self.pdbs.remove(&name);
                     }
+                    ObjectKind::NodeOverlay | ObjectKind::DaemonSet => {}
                     // Priorities were resolved into the pods when the trace was read.
                     ObjectKind::PriorityClass => return Ok(()),
-                };
-                self.facts.remove(&key);
+                }
+                self.facts
+                    .remove(&facts::object_key(r.kind.as_str(), &name));
                 if r.kind == ObjectKind::EC2NodeClass {
                     self.refresh_instance_types()?;
                 }
