@@ -14,7 +14,8 @@
 
 use crate::solver::{solve, ClassInput, SolverInput, SolverOutput};
 use crate::types::{ClassId, Compatibility, NodeState, PodClass, PoolTypes};
-use dovetail_dataflow::model::Resources;
+use dovetail_dataflow::model::labels::HOSTNAME;
+use dovetail_dataflow::model::{Resources, WhenUnsatisfiable};
 use dovetail_dataflow::stable_hash::stable_hash;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -79,15 +80,20 @@ pub struct World<'a> {
     memo: &'a RefCell<Memo>,
 }
 
-/// True when the class's placement depends on where other pods are (spread or affinity), so a
-/// simulation must see every node.
+/// True when the class's placement depends on pods on nodes it does not land on, so a
+/// simulation must see every node: a spread or anti-affinity over a zone-like key (counts per
+/// domain), or any required pod affinity (is a peer running anywhere?). Hostname spread and
+/// hostname anti-affinity only read the counts of the node a pod lands on (the solver takes the
+/// global minimum of a hostname spread as zero, as some node always holds none), and preferred
+/// terms are relaxed at once, so neither needs the whole cluster; DLRM's pods, each under a
+/// hostname spread, took the costly path for every simulation before.
 fn needs_whole_cluster(class: &PodClass) -> bool {
     let s = &class.scheduling;
-    !s.topology_spread.is_empty()
+    s.topology_spread
+        .iter()
+        .any(|t| t.when_unsatisfiable == WhenUnsatisfiable::DoNotSchedule && t.topology_key != HOSTNAME)
         || !s.pod_affinity.is_empty()
-        || !s.pod_anti_affinity.is_empty()
-        || !s.preferred_pod_affinity.is_empty()
-        || !s.preferred_pod_anti_affinity.is_empty()
+        || s.pod_anti_affinity.iter().any(|t| t.topology_key != HOSTNAME)
 }
 
 fn fingerprint(n: &NodeState) -> u64 {
@@ -234,8 +240,8 @@ impl<'a> World<'a> {
                 .borrow_mut()
                 .get_or(key, || self.solve(&classes, &useful, true, removed));
         }
-        // Without spread or affinity, the solver tries every existing node before it opens a
-        // NodeClaim (existing bins come first in its first-fit order, and nothing about a new
+        // Without zone-like spread or any affinity, the solver tries every existing node before
+        // it opens a NodeClaim (existing bins come first in its first-fit order, and nothing about a new
         // bin changes an existing one). So the full run is two: the existing nodes alone, then
         // new NodeClaims for what they leave over. The second, the costly one, depends only on
         // the leftovers and the NodePools, so it is reused while churn elsewhere in the cluster

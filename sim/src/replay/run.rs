@@ -107,7 +107,9 @@ pub fn replay(
     let mut lower_bound_usd = 0.0;
     let mut last_t: i64 = 0;
     let mut idx = 0;
-    let mut steps: u64 = 0;
+    // Progress goes out once a second of wall time: a step can take seconds at thousands of
+    // nodes, so a count of steps left a big replay silent for minutes.
+    let mut last_progress = Instant::now();
     loop {
         let poll = w
             .has_nodes()
@@ -154,8 +156,8 @@ pub fn replay(
             }
         }
         w.peak_nodes = w.peak_nodes.max(w.alive_nodes());
-        steps += 1;
-        if steps.is_multiple_of(200) {
+        if last_progress.elapsed().as_millis() >= 1000 {
+            last_progress = Instant::now();
             progress(Progress {
                 now_ms: now,
                 end_ms,
