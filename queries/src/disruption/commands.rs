@@ -26,8 +26,9 @@
 //! Graceful methods (2–5) skip blocked candidates (do-not-disrupt, PodDisruptionBudget,
 //! `consolidateAfter: Never`, `WhenEmpty` for a node with pods), and over-budget ones; those
 //! are listed with what blocks them. A cheap necessary condition (every pod fits the largest
-//! free room elsewhere and all of them the total, or a replacement could be cheaper than the
-//! node at the per-resource lower bound) prunes candidates before the exact check.
+//! free room elsewhere and all of them the total, or the cheapest launch that could hold any one
+//! of its pods costs less than the node) prunes candidates before the exact check, and a
+//! candidate no replacement could beat is checked for a delete only.
 
 use super::simulate::{Memo, World};
 use super::types::{Allowance, Candidate, Forced};
@@ -143,7 +144,13 @@ impl<'a> Evaluation<'a> {
 
     /// A simulation of removing `nodes`: the launches it needs, or why it fails.
     fn simulate(&self, nodes: &[&Candidate]) -> Result<Vec<Launch>, String> {
-        let out = self.simulation(nodes);
+        self.simulate_with(nodes, true)
+    }
+
+    /// As [`Evaluation::simulate`]; without `new_nodeclaims`, pods the other nodes cannot hold
+    /// fail instead of getting launches.
+    fn simulate_with(&self, nodes: &[&Candidate], new_nodeclaims: bool) -> Result<Vec<Launch>, String> {
+        let out = self.simulation_with(nodes, new_nodeclaims);
         if let Some(f) = out.failures.first() {
             return Err(format!("{} pods would not fit: {}", f.count, f.reason));
         }
@@ -167,6 +174,14 @@ impl<'a> Evaluation<'a> {
     }
 
     fn simulation(&self, nodes: &[&Candidate]) -> std::rc::Rc<crate::solver::SolverOutput> {
+        self.simulation_with(nodes, true)
+    }
+
+    fn simulation_with(
+        &self,
+        nodes: &[&Candidate],
+        new_nodeclaims: bool,
+    ) -> std::rc::Rc<crate::solver::SolverOutput> {
         // Nodes that earlier commands of this evaluation disrupt cannot take pods either.
         let removed: BTreeSet<&str> = nodes
             .iter()
@@ -180,41 +195,47 @@ impl<'a> Evaluation<'a> {
             }
         }
         let pods: Vec<(ClassId, i64)> = pods.into_iter().collect();
-        self.world.simulate(&removed, &pods)
+        self.world.simulate(&removed, &pods, new_nodeclaims)
     }
 
-    /// The cheap necessary condition for consolidating one node.
-    fn plausible(&self, c: &Candidate) -> bool {
+    /// The cheap necessary conditions for consolidating one node: whether a delete is
+    /// plausible (every pod fits the largest free room elsewhere and all of them the total) and
+    /// whether a replacement is (a new NodeClaim holding any of its pods could cost less than
+    /// the node). None when a pod's class is unknown.
+    fn plausible(&self, c: &Candidate) -> Option<(bool, bool)> {
         let mut total = Resources::default();
         let mut fits_free = true;
-        let mut bound: BTreeMap<String, f64> = BTreeMap::new();
+        let mut cheapest_new: Option<i64> = None;
         for (id, n) in &c.pods {
-            let Some((class, compat)) = self.world.classes.get(id) else {
-                return false;
-            };
+            let (class, _) = self.world.classes.get(id)?;
             let req = &class.scheduling.requests;
             total.add_assign(&req.times(*n));
             fits_free &= req.fits_in(&self.max_free);
-            for (r, cost) in &compat.unit_cost {
-                *bound.entry(r.clone()).or_insert(0.0) += cost.get() * (req.get(r) * n) as f64;
+            if let Some(p) = self.world.cheapest_launch_for_one(*id) {
+                cheapest_new = Some(cheapest_new.map_or(p, |q| q.min(p)));
             }
         }
         // The candidate's own room is among the destinations; the prune may over-count it,
         // which only keeps a candidate for the exact check.
         let delete = fits_free && total.fits_in(&self.total_free);
-        let lower = bound.values().cloned().fold(0.0, f64::max);
-        let replace = c
-            .price
-            .is_some_and(|p| lower < p.0 as f64 * 1.000_001 || lower == 0.0);
-        delete || replace
+        // The pods a replacement holds are those the other nodes leave over, at least one of
+        // them: it costs at least the cheapest launch for any single one. (A bound over all the
+        // pods, as before, could prune a node whose leftovers alone fit a cheaper NodeClaim.)
+        let replace = matches!((c.price, cheapest_new), (Some(p), Some(q)) if q < p.0);
+        Some((delete, replace))
     }
 
     /// Single-node consolidation outcome: (launches, savings), or why not.
-    fn consolidate_one(&self, c: &'a Candidate) -> Result<(Vec<Launch>, i64), String> {
+    /// With `may_replace` false (no replacement could be cheaper), only a delete is checked.
+    fn consolidate_one(
+        &self,
+        c: &'a Candidate,
+        may_replace: bool,
+    ) -> Result<(Vec<Launch>, i64), String> {
         let Some(price) = c.price else {
             return Err("its offering's price is not known".to_string());
         };
-        let launches = self.simulate(&[c])?;
+        let launches = self.simulate_with(&[c], may_replace)?;
         match launches.len() {
             0 => Ok((launches, price.0)),
             1 => {
@@ -487,11 +508,16 @@ impl<'a> Evaluation<'a> {
                 || c.pods.is_empty()
                 || !c.consolidatable
                 || c.price.is_none()
-                || !self.plausible(c)
             {
                 continue;
             }
-            let Ok((launches, savings)) = self.consolidate_one(c) else {
+            let Some((delete, replace)) = self.plausible(c) else {
+                continue;
+            };
+            if !delete && !replace {
+                continue;
+            }
+            let Ok((launches, savings)) = self.consolidate_one(c, replace) else {
                 continue;
             };
             if let Some(b) = Self::consolidation_blocker(c, false) {

@@ -15,6 +15,7 @@
 use crate::solver::{solve, ClassInput, SolverInput, SolverOutput};
 use crate::types::{ClassId, Compatibility, NodeState, PodClass, PoolTypes};
 use dovetail_dataflow::model::labels::HOSTNAME;
+use dovetail_dataflow::model::instance_type::OfferingFilter;
 use dovetail_dataflow::model::{Resources, WhenUnsatisfiable};
 use dovetail_dataflow::stable_hash::stable_hash;
 use std::cell::RefCell;
@@ -77,7 +78,23 @@ pub struct World<'a> {
     compat_hashes: BTreeMap<ClassId, u64>,
     /// A hash of the NodePools' offers and of every node's share of their limits.
     pools_hash: u64,
+    /// Nodes whose allocatable counts against a NodePool limit (a simulation without them
+    /// leaves more room under the limit).
+    limited_nodes: BTreeSet<&'a str>,
+    /// Per set of classes, the destinations that could take at least one of their pods, with a
+    /// hash of their fingerprints: many candidates hold pods of the same classes, and scanning
+    /// every destination per candidate made an evaluation quadratic in the nodes.
+    useful: RefCell<HashMap<Vec<ClassId>, Rc<Useful>>>,
+    /// Per class, the cheapest launch that could hold one of its pods (see
+    /// [`World::cheapest_launch_for_one`]).
+    cheapest_one: RefCell<HashMap<ClassId, Option<i64>>>,
     memo: &'a RefCell<Memo>,
+}
+
+/// Destinations that could take a set of classes' pods (before any are removed).
+struct Useful {
+    indices: Vec<usize>,
+    hash: u64,
 }
 
 /// True when the class's placement depends on pods on nodes it does not land on, so a
@@ -132,6 +149,7 @@ impl<'a> World<'a> {
             .map(|p| p.nodepool.name.as_str())
             .collect();
         let mut limit_usage: Vec<(&str, &Resources)> = Vec::new();
+        let mut limited_nodes = BTreeSet::new();
         if !limited.is_empty() {
             for n in destinations.iter().chain(&others) {
                 if let Some(pool) = n
@@ -141,6 +159,7 @@ impl<'a> World<'a> {
                 {
                     if limited.contains(pool.as_str()) {
                         limit_usage.push((n.node.name.as_str(), &n.node.allocatable));
+                        limited_nodes.insert(n.node.name.as_str());
                     }
                 }
             }
@@ -158,14 +177,86 @@ impl<'a> World<'a> {
             index,
             compat_hashes,
             pools_hash,
+            limited_nodes,
+            useful: RefCell::new(HashMap::new()),
+            cheapest_one: RefCell::new(HashMap::new()),
             memo,
         }
+    }
+
+    /// The price of the cheapest offering, among the class's compatible instance types that
+    /// fit one of its pods, that its requirements admit; None when no NodePool can launch one.
+    /// A new NodeClaim holding any pod of the class costs at least this, whatever else it
+    /// holds: its types are all compatible with the class and fit that pod, and its price is
+    /// the cheapest of their offerings it allows.
+    pub fn cheapest_launch_for_one(&self, id: ClassId) -> Option<i64> {
+        if let Some(p) = self.cheapest_one.borrow().get(&id) {
+            return *p;
+        }
+        let price = self.classes.get(&id).and_then(|(class, compat)| {
+            let filter = OfferingFilter::new(&compat.requirements);
+            let req = &class.scheduling.requests;
+            compat
+                .pools
+                .iter()
+                .filter_map(|(name, types)| {
+                    self.pools
+                        .iter()
+                        .find(|p| &p.nodepool.name == name && p.not_ready.is_none())
+                        .map(|p| (*p, types))
+                })
+                .flat_map(|(pool, types)| {
+                    types
+                        .iter()
+                        .filter_map(|&t| pool.types.get(t as usize))
+                        .filter(|t| req.fits_in(&t.available))
+                        .filter_map(|t| t.instance_type.cheapest_offering_in(&filter))
+                        .map(|o| o.price.0)
+                })
+                .min()
+        });
+        self.cheapest_one.borrow_mut().insert(id, price);
+        price
+    }
+
+    /// The destinations that could hold at least one pod of `classes` (every destination when
+    /// a class needs the whole cluster), computed once per evaluation per set of classes.
+    fn useful_for(&self, classes: &[SimClass<'a>], whole: bool) -> Rc<Useful> {
+        let ids: Vec<ClassId> = classes.iter().map(|(id, ..)| *id).collect();
+        if let Some(u) = self.useful.borrow().get(&ids) {
+            return u.clone();
+        }
+        let indices: Vec<usize> = (0..self.destinations.len())
+            .filter(|&i| {
+                whole
+                    || classes
+                        .iter()
+                        .any(|(_, c, _, _)| c.scheduling.requests.fits_in(&self.free[i]))
+            })
+            .collect();
+        let hash = stable_hash(
+            &indices
+                .iter()
+                .map(|&i| self.fingerprints[i])
+                .collect::<Vec<_>>(),
+        );
+        let u = Rc::new(Useful { indices, hash });
+        self.useful.borrow_mut().insert(ids, u.clone());
+        u
     }
 
     /// Packs `pods` (by class) with the nodes named in `removed` gone. Destinations that cannot
     /// hold even the smallest of those pods are left out (they could not change the outcome)
     /// unless a class needs the whole cluster for spread or affinity counts.
-    pub fn simulate(&self, removed: &BTreeSet<&str>, pods: &[(ClassId, i64)]) -> Rc<SolverOutput> {
+    ///
+    /// Without `new_nodeclaims` the answer may stop at the existing nodes: pods they cannot
+    /// hold are failures, not launches (a delete-only check need not price replacements).
+    pub fn simulate(
+        &self,
+        removed: &BTreeSet<&str>,
+        pods: &[(ClassId, i64)],
+        new_nodeclaims: bool,
+    ) -> Rc<SolverOutput> {
         let mut classes = Vec::new();
         let mut whole = false;
         let mut total = Resources::default();
@@ -176,16 +267,28 @@ impl<'a> World<'a> {
                 classes.push((id, *class, *compat, count));
             }
         }
-        let gone: std::collections::HashSet<usize> = removed
+        let useful_all = self.useful_for(&classes, whole);
+        let gone: BTreeSet<usize> = removed
             .iter()
             .filter_map(|n| self.index.get(*n).copied())
             .collect();
-        let is_useful = |i: usize| {
-            !gone.contains(&i)
-                && (whole
-                    || classes
-                        .iter()
-                        .any(|(_, c, _, _)| c.scheduling.requests.fits_in(&self.free[i])))
+        // What the solver sees of the destinations is the useful list less the removed nodes:
+        // the list's hash and the positions taken out of it name it without hashing every
+        // fingerprint again.
+        let gone_positions: Vec<usize> = useful_all
+            .indices
+            .iter()
+            .enumerate()
+            .filter(|(_, i)| gone.contains(i))
+            .map(|(pos, _)| pos)
+            .collect();
+        let destinations_key = (useful_all.hash, gone_positions);
+        let useful = || {
+            useful_all
+                .indices
+                .iter()
+                .copied()
+                .filter(|i| !gone.contains(i))
         };
         let class_key = self.class_key(&classes);
         if !whole {
@@ -194,7 +297,7 @@ impl<'a> World<'a> {
             let mut prefix = Vec::new();
             let mut extra = 0;
             let mut exhausted = true;
-            for i in (0..self.destinations.len()).filter(|&i| is_useful(i)) {
+            for i in useful() {
                 if extra > 4 {
                     exhausted = false;
                     break;
@@ -223,16 +326,19 @@ impl<'a> World<'a> {
                 }
             }
         }
-        let useful: Vec<usize> = (0..self.destinations.len())
-            .filter(|&i| is_useful(i))
+        let useful: Vec<usize> = useful().collect();
+        // New NodeClaims depend on the removed nodes only through NodePool limits.
+        let limit_removed: Vec<&str> = removed
+            .iter()
+            .copied()
+            .filter(|n| self.limited_nodes.contains(n))
             .collect();
-        let useful_fingerprints: Vec<u64> = useful.iter().map(|&i| self.fingerprints[i]).collect();
         if whole {
             let key = stable_hash(&(
                 "full",
-                removed,
+                &limit_removed,
                 &class_key,
-                &useful_fingerprints,
+                &destinations_key,
                 self.pools_hash,
             ));
             return self
@@ -246,12 +352,12 @@ impl<'a> World<'a> {
         // new NodeClaims for what they leave over. The second, the costly one, depends only on
         // the leftovers and the NodePools, so it is reused while churn elsewhere in the cluster
         // re-runs the first.
-        let key = stable_hash(&("existing", &class_key, &useful_fingerprints));
+        let key = stable_hash(&("existing", &class_key, &destinations_key));
         let existing = self
             .memo
             .borrow_mut()
             .get_or(key, || self.solve(&classes, &useful, false, removed));
-        if existing.failures.is_empty() {
+        if existing.failures.is_empty() || !new_nodeclaims {
             return existing;
         }
         let mut leftover: BTreeMap<ClassId, i64> = BTreeMap::new();
@@ -264,7 +370,12 @@ impl<'a> World<'a> {
                 leftover.get(&id).map(|&n| (id, class, compat, n))
             })
             .collect();
-        let key = stable_hash(&("new", removed, &self.class_key(&rest), self.pools_hash));
+        let key = stable_hash(&(
+            "new",
+            &limit_removed,
+            &self.class_key(&rest),
+            self.pools_hash,
+        ));
         let new = self
             .memo
             .borrow_mut()
