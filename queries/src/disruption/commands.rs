@@ -144,13 +144,7 @@ impl<'a> Evaluation<'a> {
 
     /// A simulation of removing `nodes`: the launches it needs, or why it fails.
     fn simulate(&self, nodes: &[&Candidate]) -> Result<Vec<Launch>, String> {
-        self.simulate_with(nodes, true)
-    }
-
-    /// As [`Evaluation::simulate`]; without `new_nodeclaims`, pods the other nodes cannot hold
-    /// fail instead of getting launches.
-    fn simulate_with(&self, nodes: &[&Candidate], new_nodeclaims: bool) -> Result<Vec<Launch>, String> {
-        let out = self.simulation_with(nodes, new_nodeclaims);
+        let out = self.simulation(nodes);
         if let Some(f) = out.failures.first() {
             return Err(format!("{} pods would not fit: {}", f.count, f.reason));
         }
@@ -235,11 +229,19 @@ impl<'a> Evaluation<'a> {
         let Some(price) = c.price else {
             return Err("its offering's price is not known".to_string());
         };
-        let launches = self.simulate_with(&[c], may_replace)?;
-        match launches.len() {
-            0 => Ok((launches, price.0)),
-            1 => {
-                let mut l = launches.into_iter().next().expect("one launch");
+        let out = self.simulation_with(&[c], may_replace);
+        if let Some(f) = out.failures.first() {
+            return Err(format!("{} pods would not fit: {}", f.count, f.reason));
+        }
+        match out.launches.as_slice() {
+            [] => Ok((Vec::new(), price.0)),
+            // Narrowing only drops types and offerings, so a launch that is not cheaper at its
+            // cheapest never becomes so: no need to copy it to find out.
+            [l] if l.price.0 >= price.0 => {
+                Err(format!("no cheaper replacement ({} vs {})", l.price, price))
+            }
+            [l] => {
+                let mut l = l.clone();
                 self.price_replacement(&[c], &mut l, price.0)?;
                 if l.price.0 >= price.0 {
                     return Err(format!("no cheaper replacement ({} vs {})", l.price, price));
@@ -247,7 +249,7 @@ impl<'a> Evaluation<'a> {
                 let savings = price.0 - l.price.0;
                 Ok((vec![l], savings))
             }
-            n => Err(format!("its pods need {n} new nodes")),
+            more => Err(format!("its pods need {} new nodes", more.len())),
         }
     }
 
@@ -915,6 +917,7 @@ pub fn commands<'s>(parts: VecCollection<'s, Epoch, Part>) -> VecCollection<'s, 
                 candidates,
                 simulations_reused = m.hits,
                 simulations_run = m.misses,
+                runs = ?m.runs,
                 micros = started.elapsed().as_micros() as u64,
                 "disruption commands evaluated"
             );

@@ -2,20 +2,23 @@
 //! the rest of the cluster, with the NodePools open for replacements. The same solver as
 //! provisioning, not a copy of it.
 //!
-//! Two things keep this cheap at ten thousand nodes without changing any answer:
-//! - **A prefix first.** The solver fills existing nodes first-fit in name order, so if the pods
-//!   all fit on the first few useful destinations (enough free room for them, plus a margin),
-//!   the whole cluster would place them exactly there too. Only when that fails does the
-//!   simulation see every useful destination and the NodePools.
-//! - **A memo across evaluations.** A simulation's answer is a function of what it is given;
-//!   results are kept by a stable hash of exactly that (the pods and their compatibility, the
-//!   destinations' fingerprints, and for the full run the NodePools and limits), so a change
-//!   elsewhere in the cluster re-runs only the simulations that could see it.
+//! Three things keep this cheap at ten thousand nodes without changing any answer:
+//! - **Only useful destinations.** Nodes that cannot hold even the smallest of the pods are
+//!   left out, unless a pod's spread or affinity counts pods everywhere.
+//! - **Existing nodes in chunks.** The solver fills existing nodes first-fit in name order
+//!   before it opens any NodeClaim, so that part runs chunk by chunk over the node list, each
+//!   chunk taking what the ones before it left, stopping once every pod has a place; the
+//!   costly new-NodeClaim part depends only on the leftovers and the NodePools.
+//! - **A memo across evaluations.** A run's answer is a function of what it is given; results
+//!   are kept by a stable hash of exactly that (the pods and their compatibility, the nodes'
+//!   fingerprints, and for new NodeClaims the NodePools and limits), so a change elsewhere in
+//!   the cluster re-runs only the chunks that could see it.
 
 use crate::solver::{solve, ClassInput, SolverInput, SolverOutput};
 use crate::types::{ClassId, Compatibility, NodeState, PodClass, PoolTypes};
-use dovetail_dataflow::model::labels::HOSTNAME;
+use dovetail_dataflow::decisions::Placement;
 use dovetail_dataflow::model::instance_type::OfferingFilter;
+use dovetail_dataflow::model::labels::HOSTNAME;
 use dovetail_dataflow::model::{Resources, WhenUnsatisfiable};
 use dovetail_dataflow::stable_hash::stable_hash;
 use std::cell::RefCell;
@@ -33,6 +36,9 @@ pub struct Memo {
     previous: HashMap<u64, Rc<SolverOutput>>,
     pub hits: u64,
     pub misses: u64,
+    /// Per kind of run (prefix, existing, new, full): runs and microseconds spent in them, in
+    /// the latest evaluation (for the debug log).
+    pub runs: BTreeMap<&'static str, (u64, u64)>,
 }
 
 impl Memo {
@@ -41,9 +47,15 @@ impl Memo {
         self.previous = std::mem::take(&mut self.current);
         self.hits = 0;
         self.misses = 0;
+        self.runs.clear();
     }
 
-    fn get_or(&mut self, key: u64, run: impl FnOnce() -> SolverOutput) -> Rc<SolverOutput> {
+    fn get_or(
+        &mut self,
+        kind: &'static str,
+        key: u64,
+        run: impl FnOnce() -> SolverOutput,
+    ) -> Rc<SolverOutput> {
         if let Some(v) = self.current.get(&key) {
             self.hits += 1;
             return v.clone();
@@ -54,7 +66,11 @@ impl Memo {
             return v;
         }
         self.misses += 1;
+        let started = std::time::Instant::now();
         let v = Rc::new(run());
+        let r = self.runs.entry(kind).or_insert((0, 0));
+        r.0 += 1;
+        r.1 += started.elapsed().as_micros() as u64;
         self.current.insert(key, v.clone());
         v
     }
@@ -85,6 +101,8 @@ pub struct World<'a> {
     /// hash of their fingerprints: many candidates hold pods of the same classes, and scanning
     /// every destination per candidate made an evaluation quadratic in the nodes.
     useful: RefCell<HashMap<Vec<ClassId>, Rc<Useful>>>,
+    /// Per class, the destinations with room for one of its pods.
+    fitting: RefCell<HashMap<ClassId, Rc<Vec<usize>>>>,
     /// Per class, the cheapest launch that could hold one of its pods (see
     /// [`World::cheapest_launch_for_one`]).
     cheapest_one: RefCell<HashMap<ClassId, Option<i64>>>,
@@ -95,6 +113,29 @@ pub struct World<'a> {
 struct Useful {
     indices: Vec<usize>,
     hash: u64,
+    /// `indices` cut into runs of about [`CHUNK`] nodes, where a node's name says so (a hash
+    /// of it), so that a node joining or leaving moves one boundary, not every later one.
+    chunks: Vec<std::ops::Range<usize>>,
+}
+
+/// Average nodes per chunk of an existing-node run.
+const CHUNK: u64 = 32;
+
+/// Appends one run's placements after earlier runs', numbering each class's placements on in
+/// bin order.
+fn append_placements(
+    out: &mut Vec<Placement>,
+    next_order: &mut BTreeMap<ClassId, u32>,
+    more: &[Placement],
+) {
+    let base = next_order.clone();
+    for p in more {
+        let mut p = p.clone();
+        p.order += base.get(&p.class).copied().unwrap_or(0);
+        let o = next_order.entry(p.class).or_insert(0);
+        *o = (*o).max(p.order + 1);
+        out.push(p);
+    }
 }
 
 /// True when the class's placement depends on pods on nodes it does not land on, so a
@@ -106,11 +147,12 @@ struct Useful {
 /// hostname spread, took the costly path for every simulation before.
 fn needs_whole_cluster(class: &PodClass) -> bool {
     let s = &class.scheduling;
-    s.topology_spread
-        .iter()
-        .any(|t| t.when_unsatisfiable == WhenUnsatisfiable::DoNotSchedule && t.topology_key != HOSTNAME)
-        || !s.pod_affinity.is_empty()
-        || s.pod_anti_affinity.iter().any(|t| t.topology_key != HOSTNAME)
+    s.topology_spread.iter().any(|t| {
+        t.when_unsatisfiable == WhenUnsatisfiable::DoNotSchedule && t.topology_key != HOSTNAME
+    }) || !s.pod_affinity.is_empty()
+        || s.pod_anti_affinity
+            .iter()
+            .any(|t| t.topology_key != HOSTNAME)
 }
 
 fn fingerprint(n: &NodeState) -> u64 {
@@ -179,6 +221,7 @@ impl<'a> World<'a> {
             pools_hash,
             limited_nodes,
             useful: RefCell::new(HashMap::new()),
+            fitting: RefCell::new(HashMap::new()),
             cheapest_one: RefCell::new(HashMap::new()),
             memo,
         }
@@ -219,6 +262,22 @@ impl<'a> World<'a> {
         price
     }
 
+    /// The destinations with room for one pod of the class, once per evaluation per class
+    /// (candidates share classes far more often than whole sets of them).
+    fn fitting(&self, id: ClassId, class: &PodClass) -> Rc<Vec<usize>> {
+        if let Some(f) = self.fitting.borrow().get(&id) {
+            return f.clone();
+        }
+        let req = &class.scheduling.requests;
+        let f: Rc<Vec<usize>> = Rc::new(
+            (0..self.destinations.len())
+                .filter(|&i| req.fits_in(&self.free[i]))
+                .collect(),
+        );
+        self.fitting.borrow_mut().insert(id, f.clone());
+        f
+    }
+
     /// The destinations that could hold at least one pod of `classes` (every destination when
     /// a class needs the whole cluster), computed once per evaluation per set of classes.
     fn useful_for(&self, classes: &[SimClass<'a>], whole: bool) -> Rc<Useful> {
@@ -226,21 +285,42 @@ impl<'a> World<'a> {
         if let Some(u) = self.useful.borrow().get(&ids) {
             return u.clone();
         }
-        let indices: Vec<usize> = (0..self.destinations.len())
-            .filter(|&i| {
-                whole
-                    || classes
-                        .iter()
-                        .any(|(_, c, _, _)| c.scheduling.requests.fits_in(&self.free[i]))
-            })
-            .collect();
-        let hash = stable_hash(
-            &indices
-                .iter()
-                .map(|&i| self.fingerprints[i])
-                .collect::<Vec<_>>(),
-        );
-        let u = Rc::new(Useful { indices, hash });
+        let indices: Vec<usize> = if whole {
+            (0..self.destinations.len()).collect()
+        } else {
+            let mut all: Vec<usize> = Vec::new();
+            for (id, class, _, _) in classes {
+                all.extend(self.fitting(*id, class).iter().copied());
+            }
+            all.sort_unstable();
+            all.dedup();
+            all
+        };
+        // Only a whole-cluster run is keyed by the whole list; chunks have their own keys.
+        let hash = if whole {
+            stable_hash(
+                &indices
+                    .iter()
+                    .map(|&i| self.fingerprints[i])
+                    .collect::<Vec<_>>(),
+            )
+        } else {
+            0
+        };
+        let mut chunks = Vec::new();
+        let mut start = 0;
+        for (pos, &i) in indices.iter().enumerate() {
+            let name = &self.destinations[i].node.name;
+            if stable_hash(name).is_multiple_of(CHUNK) || pos + 1 == indices.len() {
+                chunks.push(start..pos + 1);
+                start = pos + 1;
+            }
+        }
+        let u = Rc::new(Useful {
+            indices,
+            hash,
+            chunks,
+        });
         self.useful.borrow_mut().insert(ids, u.clone());
         u
     }
@@ -259,11 +339,9 @@ impl<'a> World<'a> {
     ) -> Rc<SolverOutput> {
         let mut classes = Vec::new();
         let mut whole = false;
-        let mut total = Resources::default();
         for &(id, count) in pods {
             if let Some((class, compat)) = self.classes.get(&id) {
                 whole |= needs_whole_cluster(class);
-                total.add_assign(&class.scheduling.requests.times(count));
                 classes.push((id, *class, *compat, count));
             }
         }
@@ -272,61 +350,7 @@ impl<'a> World<'a> {
             .iter()
             .filter_map(|n| self.index.get(*n).copied())
             .collect();
-        // What the solver sees of the destinations is the useful list less the removed nodes:
-        // the list's hash and the positions taken out of it name it without hashing every
-        // fingerprint again.
-        let gone_positions: Vec<usize> = useful_all
-            .indices
-            .iter()
-            .enumerate()
-            .filter(|(_, i)| gone.contains(i))
-            .map(|(pos, _)| pos)
-            .collect();
-        let destinations_key = (useful_all.hash, gone_positions);
-        let useful = || {
-            useful_all
-                .indices
-                .iter()
-                .copied()
-                .filter(|i| !gone.contains(i))
-        };
         let class_key = self.class_key(&classes);
-        if !whole {
-            // Enough destinations, in the solver's order, to hold the pods with room to spare.
-            let mut room = Resources::default();
-            let mut prefix = Vec::new();
-            let mut extra = 0;
-            let mut exhausted = true;
-            for i in useful() {
-                if extra > 4 {
-                    exhausted = false;
-                    break;
-                }
-                prefix.push(i);
-                room.add_assign(&self.free[i]);
-                if room.cpu * 4 >= total.cpu * 5 && room.memory * 4 >= total.memory * 5 {
-                    extra += 1;
-                }
-            }
-            if !exhausted {
-                let key = stable_hash(&(
-                    "prefix",
-                    &class_key,
-                    prefix
-                        .iter()
-                        .map(|&i| self.fingerprints[i])
-                        .collect::<Vec<_>>(),
-                ));
-                let out = self
-                    .memo
-                    .borrow_mut()
-                    .get_or(key, || self.solve(&classes, &prefix, false, removed));
-                if out.failures.is_empty() && out.launches.is_empty() {
-                    return out;
-                }
-            }
-        }
-        let useful: Vec<usize> = useful().collect();
         // New NodeClaims depend on the removed nodes only through NodePool limits.
         let limit_removed: Vec<&str> = removed
             .iter()
@@ -334,6 +358,23 @@ impl<'a> World<'a> {
             .filter(|n| self.limited_nodes.contains(n))
             .collect();
         if whole {
+            // What the solver sees of the destinations is the useful list less the removed
+            // nodes: the list's hash and the positions taken out of it name it without hashing
+            // every fingerprint again.
+            let gone_positions: Vec<usize> = useful_all
+                .indices
+                .iter()
+                .enumerate()
+                .filter(|(_, i)| gone.contains(i))
+                .map(|(pos, _)| pos)
+                .collect();
+            let destinations_key = (useful_all.hash, gone_positions);
+            let useful: Vec<usize> = useful_all
+                .indices
+                .iter()
+                .copied()
+                .filter(|i| !gone.contains(i))
+                .collect();
             let key = stable_hash(&(
                 "full",
                 &limit_removed,
@@ -344,19 +385,15 @@ impl<'a> World<'a> {
             return self
                 .memo
                 .borrow_mut()
-                .get_or(key, || self.solve(&classes, &useful, true, removed));
+                .get_or("full", key, || self.solve(&classes, &useful, true, removed));
         }
         // Without zone-like spread or any affinity, the solver tries every existing node before
-        // it opens a NodeClaim (existing bins come first in its first-fit order, and nothing about a new
-        // bin changes an existing one). So the full run is two: the existing nodes alone, then
-        // new NodeClaims for what they leave over. The second, the costly one, depends only on
-        // the leftovers and the NodePools, so it is reused while churn elsewhere in the cluster
-        // re-runs the first.
-        let key = stable_hash(&("existing", &class_key, &destinations_key));
-        let existing = self
-            .memo
-            .borrow_mut()
-            .get_or(key, || self.solve(&classes, &useful, false, removed));
+        // it opens a NodeClaim (existing bins come first in its first-fit order, and nothing
+        // about a new bin changes an existing one). So the full run is two: the existing nodes
+        // alone, then new NodeClaims for what they leave over. The second, the costly one,
+        // depends only on the leftovers and the NodePools, so it is reused while churn
+        // elsewhere in the cluster re-runs the first.
+        let existing = self.existing_run(&classes, &useful_all, &gone, removed);
         if existing.failures.is_empty() || !new_nodeclaims {
             return existing;
         }
@@ -379,24 +416,99 @@ impl<'a> World<'a> {
         let new = self
             .memo
             .borrow_mut()
-            .get_or(key, || self.solve(&rest, &[], true, removed));
-        let mut placements = existing.placements.clone();
-        // Each class's placements are numbered in bin order, existing nodes first.
+            .get_or("new", key, || self.solve(&rest, &[], true, removed));
+        let mut placements = Vec::new();
         let mut next_order: BTreeMap<ClassId, u32> = BTreeMap::new();
-        for p in &placements {
-            let o = next_order.entry(p.class).or_insert(0);
-            *o = (*o).max(p.order + 1);
-        }
-        placements.extend(new.placements.iter().map(|p| {
-            let mut p = p.clone();
-            p.order += next_order.get(&p.class).copied().unwrap_or(0);
-            p
-        }));
+        append_placements(&mut placements, &mut next_order, &existing.placements);
+        append_placements(&mut placements, &mut next_order, &new.placements);
         Rc::new(SolverOutput {
             launches: new.launches.clone(),
             placements,
             failures: new.failures.clone(),
             lower_bound: new.lower_bound,
+        })
+    }
+
+    /// The pods placed on existing nodes only, chunk by chunk (see [`Useful::chunks`]): each
+    /// chunk's run takes what the chunks before it left over, and the runs stop once nothing
+    /// is left. For these classes (no zone-like spread, no affinity) that is the solver's own
+    /// answer over all the nodes: it places each class, largest first, over the nodes in name
+    /// order, and what a node takes depends only on that node and on how many copies are still
+    /// to place, so cutting the node list between two nodes changes nothing. A chunk's run is
+    /// memoised by its nodes' fingerprints and what enters it, so churn on a few nodes re-runs
+    /// only their chunks, and pods that fit early never look at the rest of the cluster.
+    fn existing_run(
+        &self,
+        classes: &[SimClass<'a>],
+        useful: &Useful,
+        gone: &BTreeSet<usize>,
+        removed: &BTreeSet<&str>,
+    ) -> Rc<SolverOutput> {
+        let mut left: Vec<SimClass<'a>> = classes.to_vec();
+        let mut placements = Vec::new();
+        let mut next_order: BTreeMap<ClassId, u32> = BTreeMap::new();
+        let mut last: Option<Rc<SolverOutput>> = None;
+        for chunk in &useful.chunks {
+            let slots = &useful.indices[chunk.clone()];
+            let members: Vec<usize> = slots
+                .iter()
+                .copied()
+                .filter(|i| !gone.contains(i))
+                .collect();
+            if members.is_empty() {
+                continue;
+            }
+            let gone_positions: Vec<usize> = slots
+                .iter()
+                .enumerate()
+                .filter(|(_, i)| gone.contains(i))
+                .map(|(pos, _)| pos)
+                .collect();
+            let fingerprints: Vec<u64> = slots.iter().map(|&i| self.fingerprints[i]).collect();
+            let key = stable_hash(&(
+                "existing",
+                &self.class_key(&left),
+                &fingerprints,
+                &gone_positions,
+            ));
+            let out = self.memo.borrow_mut().get_or("existing", key, || {
+                self.solve(&left, &members, false, removed)
+            });
+            append_placements(&mut placements, &mut next_order, &out.placements);
+            let mut unplaced: BTreeMap<ClassId, i64> = BTreeMap::new();
+            for f in &out.failures {
+                *unplaced.entry(f.class).or_insert(0) += f.count;
+            }
+            left = left
+                .iter()
+                .filter_map(|&(id, class, compat, _)| {
+                    unplaced.get(&id).map(|&n| (id, class, compat, n))
+                })
+                .collect();
+            last = Some(out);
+            if left.is_empty() {
+                break;
+            }
+        }
+        let failures = match &last {
+            Some(out) => out.failures.clone(),
+            // No existing node could take any of them: the solver's own failures for that.
+            None => self
+                .memo
+                .borrow_mut()
+                .get_or(
+                    "existing",
+                    stable_hash(&("none", &self.class_key(&left))),
+                    || self.solve(&left, &[], false, removed),
+                )
+                .failures
+                .clone(),
+        };
+        Rc::new(SolverOutput {
+            launches: Vec::new(),
+            placements,
+            failures,
+            lower_bound: Default::default(),
         })
     }
 
