@@ -90,6 +90,10 @@ pub struct World<'a> {
     fingerprints: Vec<u64>,
     /// Destination index by node name.
     index: HashMap<&'a str, usize>,
+    /// Whether a chunk of an existing-node run ends at this destination: where its name's hash
+    /// says so (about one in [`CHUNK`]), so that a node joining or leaving moves one boundary,
+    /// not every later one.
+    chunk_end: Vec<bool>,
     /// Per class, a hash of its compatibility (it changes with the NodePools' offers).
     compat_hashes: BTreeMap<ClassId, u64>,
     /// A hash of the NodePools' offers and of every node's share of their limits.
@@ -101,8 +105,6 @@ pub struct World<'a> {
     /// hash of their fingerprints: many candidates hold pods of the same classes, and scanning
     /// every destination per candidate made an evaluation quadratic in the nodes.
     useful: RefCell<HashMap<Vec<ClassId>, Rc<Useful>>>,
-    /// Per class, the destinations with room for one of its pods.
-    fitting: RefCell<HashMap<ClassId, Rc<Vec<usize>>>>,
     /// Per class, the cheapest launch that could hold one of its pods (see
     /// [`World::cheapest_launch_for_one`]).
     cheapest_one: RefCell<HashMap<ClassId, Option<i64>>>,
@@ -113,9 +115,6 @@ pub struct World<'a> {
 struct Useful {
     indices: Vec<usize>,
     hash: u64,
-    /// `indices` cut into runs of about [`CHUNK`] nodes, where a node's name says so (a hash
-    /// of it), so that a node joining or leaving moves one boundary, not every later one.
-    chunks: Vec<std::ops::Range<usize>>,
 }
 
 /// Average nodes per chunk of an existing-node run.
@@ -175,6 +174,10 @@ impl<'a> World<'a> {
             .map(|n| n.node.allocatable.sub(&n.used))
             .collect();
         let fingerprints = destinations.iter().map(|n| fingerprint(n)).collect();
+        let chunk_end = destinations
+            .iter()
+            .map(|n| stable_hash(&n.node.name).is_multiple_of(CHUNK))
+            .collect();
         let index = destinations
             .iter()
             .enumerate()
@@ -220,8 +223,8 @@ impl<'a> World<'a> {
             compat_hashes,
             pools_hash,
             limited_nodes,
+            chunk_end,
             useful: RefCell::new(HashMap::new()),
-            fitting: RefCell::new(HashMap::new()),
             cheapest_one: RefCell::new(HashMap::new()),
             memo,
         }
@@ -262,22 +265,6 @@ impl<'a> World<'a> {
         price
     }
 
-    /// The destinations with room for one pod of the class, once per evaluation per class
-    /// (candidates share classes far more often than whole sets of them).
-    fn fitting(&self, id: ClassId, class: &PodClass) -> Rc<Vec<usize>> {
-        if let Some(f) = self.fitting.borrow().get(&id) {
-            return f.clone();
-        }
-        let req = &class.scheduling.requests;
-        let f: Rc<Vec<usize>> = Rc::new(
-            (0..self.destinations.len())
-                .filter(|&i| req.fits_in(&self.free[i]))
-                .collect(),
-        );
-        self.fitting.borrow_mut().insert(id, f.clone());
-        f
-    }
-
     /// The destinations that could hold at least one pod of `classes` (every destination when
     /// a class needs the whole cluster), computed once per evaluation per set of classes.
     fn useful_for(&self, classes: &[SimClass<'a>], whole: bool) -> Rc<Useful> {
@@ -288,13 +275,13 @@ impl<'a> World<'a> {
         let indices: Vec<usize> = if whole {
             (0..self.destinations.len()).collect()
         } else {
-            let mut all: Vec<usize> = Vec::new();
-            for (id, class, _, _) in classes {
-                all.extend(self.fitting(*id, class).iter().copied());
-            }
-            all.sort_unstable();
-            all.dedup();
-            all
+            (0..self.destinations.len())
+                .filter(|&i| {
+                    classes
+                        .iter()
+                        .any(|(_, c, _, _)| c.scheduling.requests.fits_in(&self.free[i]))
+                })
+                .collect()
         };
         // Only a whole-cluster run is keyed by the whole list; chunks have their own keys.
         let hash = if whole {
@@ -307,20 +294,7 @@ impl<'a> World<'a> {
         } else {
             0
         };
-        let mut chunks = Vec::new();
-        let mut start = 0;
-        for (pos, &i) in indices.iter().enumerate() {
-            let name = &self.destinations[i].node.name;
-            if stable_hash(name).is_multiple_of(CHUNK) || pos + 1 == indices.len() {
-                chunks.push(start..pos + 1);
-                start = pos + 1;
-            }
-        }
-        let u = Rc::new(Useful {
-            indices,
-            hash,
-            chunks,
-        });
+        let u = Rc::new(Useful { indices, hash });
         self.useful.borrow_mut().insert(ids, u.clone());
         u
     }
@@ -345,7 +319,6 @@ impl<'a> World<'a> {
                 classes.push((id, *class, *compat, count));
             }
         }
-        let useful_all = self.useful_for(&classes, whole);
         let gone: BTreeSet<usize> = removed
             .iter()
             .filter_map(|n| self.index.get(*n).copied())
@@ -358,6 +331,7 @@ impl<'a> World<'a> {
             .filter(|n| self.limited_nodes.contains(n))
             .collect();
         if whole {
+            let useful_all = self.useful_for(&classes, whole);
             // What the solver sees of the destinations is the useful list less the removed
             // nodes: the list's hash and the positions taken out of it name it without hashing
             // every fingerprint again.
@@ -393,7 +367,7 @@ impl<'a> World<'a> {
         // alone, then new NodeClaims for what they leave over. The second, the costly one,
         // depends only on the leftovers and the NodePools, so it is reused while churn
         // elsewhere in the cluster re-runs the first.
-        let existing = self.existing_run(&classes, &useful_all, &gone, removed);
+        let existing = self.existing_run(&classes, &gone, removed);
         if existing.failures.is_empty() || !new_nodeclaims {
             return existing;
         }
@@ -440,7 +414,6 @@ impl<'a> World<'a> {
     fn existing_run(
         &self,
         classes: &[SimClass<'a>],
-        useful: &Useful,
         gone: &BTreeSet<usize>,
         removed: &BTreeSet<&str>,
     ) -> Rc<SolverOutput> {
@@ -448,31 +421,26 @@ impl<'a> World<'a> {
         let mut placements = Vec::new();
         let mut next_order: BTreeMap<ClassId, u32> = BTreeMap::new();
         let mut last: Option<Rc<SolverOutput>> = None;
-        for chunk in &useful.chunks {
-            let slots = &useful.indices[chunk.clone()];
-            let members: Vec<usize> = slots
-                .iter()
-                .copied()
-                .filter(|i| !gone.contains(i))
-                .collect();
-            if members.is_empty() {
+        let mut members: Vec<usize> = Vec::new();
+        for i in 0..self.destinations.len() {
+            // A node with no room for one pod of any class still to place takes nothing.
+            if !gone.contains(&i)
+                && left
+                    .iter()
+                    .any(|(_, c, _, _)| c.scheduling.requests.fits_in(&self.free[i]))
+            {
+                members.push(i);
+            }
+            if !(self.chunk_end[i] || i + 1 == self.destinations.len()) || members.is_empty() {
                 continue;
             }
-            let gone_positions: Vec<usize> = slots
-                .iter()
-                .enumerate()
-                .filter(|(_, i)| gone.contains(i))
-                .map(|(pos, _)| pos)
-                .collect();
-            let fingerprints: Vec<u64> = slots.iter().map(|&i| self.fingerprints[i]).collect();
-            let key = stable_hash(&(
-                "existing",
-                &self.class_key(&left),
-                &fingerprints,
-                &gone_positions,
-            ));
+            let chunk = std::mem::take(&mut members);
+            // Fingerprints include the node's name: they name the chunk's nodes and state.
+            let fingerprints: Vec<u64> = chunk.iter().map(|&i| self.fingerprints[i]).collect();
+            let key = stable_hash(&("existing", &self.class_key(&left), &fingerprints));
+            let members = &chunk;
             let out = self.memo.borrow_mut().get_or("existing", key, || {
-                self.solve(&left, &members, false, removed)
+                self.solve(&left, members, false, removed)
             });
             append_placements(&mut placements, &mut next_order, &out.placements);
             let mut unplaced: BTreeMap<ClassId, i64> = BTreeMap::new();
@@ -557,5 +525,167 @@ impl<'a> World<'a> {
             nodes,
             bystanders,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dovetail_dataflow::model::{
+        LabelSelector, Node, PodScheduling, Requirement, Requirements, TopologySpread,
+    };
+
+    /// A small deterministic generator (xorshift), so the test needs no dependency.
+    struct Rng(u64);
+    impl Rng {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % n
+        }
+    }
+
+    fn labels(app: &str) -> BTreeMap<String, String> {
+        BTreeMap::from([("app".to_string(), app.to_string())])
+    }
+
+    fn class(app: &str, cpu: i64, memory_mib: i64, spread: Option<i64>) -> PodClass {
+        let mut requests = Resources::default();
+        requests.cpu = cpu;
+        requests.memory = memory_mib * 1024 * 1024 * 1000;
+        requests.pods = 1000;
+        let mut selector = Requirements::new();
+        selector.add("app", Requirement::single(app.to_string()));
+        PodClass {
+            namespace: "default".to_string(),
+            labels: labels(app),
+            scheduling: PodScheduling {
+                requests,
+                topology_spread: spread
+                    .map(|max_skew| TopologySpread {
+                        topology_key: HOSTNAME.to_string(),
+                        max_skew,
+                        when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
+                        selector: LabelSelector {
+                            requirements: selector,
+                        },
+                        min_domains: None,
+                    })
+                    .into_iter()
+                    .collect(),
+                ..PodScheduling::default()
+            },
+        }
+    }
+
+    fn compat() -> Compatibility {
+        Compatibility {
+            requirements: Requirements::new(),
+            relaxation: 0,
+            pools: Vec::new(),
+            rejections: Vec::new(),
+            unit_cost: Vec::new(),
+        }
+    }
+
+    /// What a run decided, without the placement numbering: (class, node, copies) placed and
+    /// copies failed per class.
+    fn outcome(out: &SolverOutput) -> (BTreeSet<(ClassId, String, i64)>, BTreeMap<ClassId, i64>) {
+        let mut placed: BTreeMap<(ClassId, String), i64> = BTreeMap::new();
+        for p in &out.placements {
+            *placed.entry((p.class, p.target.clone())).or_insert(0) += p.count;
+        }
+        let mut failed = BTreeMap::new();
+        for f in &out.failures {
+            *failed.entry(f.class).or_insert(0) += f.count;
+        }
+        (
+            placed.into_iter().map(|((c, t), n)| (c, t, n)).collect(),
+            failed,
+        )
+    }
+
+    /// The chunked existing-node run must be the solver's own answer over all the nodes,
+    /// including hostname spread caps, removed nodes and pods that do not fit anywhere.
+    #[test]
+    fn chunked_existing_runs_equal_one_solver_run_over_every_node() {
+        let classes = [
+            class("web", 500, 512, None),
+            class("db", 2000, 4096, Some(1)),
+            class("batch", 1000, 2048, Some(2)),
+        ];
+        let ids: Vec<ClassId> = classes.iter().map(stable_hash).collect();
+        let compat = compat();
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        for round in 0..20 {
+            let nodes: Vec<NodeState> = (0..300)
+                .map(|i| {
+                    let mut allocatable = Resources::default();
+                    allocatable.cpu = 4000;
+                    allocatable.memory = 16 * 1024 * 1024 * 1024 * 1000;
+                    allocatable.pods = 110_000;
+                    let mut used = Resources::default();
+                    used.cpu = rng.below(4001) as i64;
+                    used.memory = rng.below(17) as i64 * 1024 * 1024 * 1024 * 1000;
+                    let app = ["web", "db", "batch"][rng.below(3) as usize];
+                    NodeState {
+                        node: Node {
+                            name: format!("node-{i:04}"),
+                            allocatable,
+                            ..Node::default()
+                        },
+                        used,
+                        pods: vec![("default".to_string(), labels(app), rng.below(3) as i64)],
+                    }
+                })
+                .collect();
+            let memo = RefCell::new(Memo::default());
+            let world = World::new(
+                Vec::new(),
+                ids.iter()
+                    .zip(&classes)
+                    .map(|(id, c)| (*id, (c, &compat)))
+                    .collect(),
+                nodes.iter().collect(),
+                |_| true,
+                &memo,
+            );
+            let removed_names: Vec<String> = (0..rng.below(4))
+                .map(|_| format!("node-{:04}", rng.below(300)))
+                .collect();
+            let removed: BTreeSet<&str> = removed_names.iter().map(String::as_str).collect();
+            let pods: Vec<(ClassId, i64)> = ids
+                .iter()
+                .map(|id| {
+                    (
+                        *id,
+                        1 + rng.below(if round % 2 == 0 { 20 } else { 400 }) as i64,
+                    )
+                })
+                .collect();
+            let chunked = world.simulate(&removed, &pods, false);
+            let whole = solve(SolverInput {
+                pools: Vec::new(),
+                classes: pods
+                    .iter()
+                    .zip(&classes)
+                    .map(|(&(id, count), class)| ClassInput {
+                        id,
+                        class,
+                        count,
+                        compat: &compat,
+                    })
+                    .collect(),
+                nodes: nodes
+                    .iter()
+                    .filter(|n| !removed.contains(n.node.name.as_str()))
+                    .collect(),
+                bystanders: Vec::new(),
+            });
+            let chunks = world.chunk_end.iter().filter(|end| **end).count();
+            assert!(chunks > 3, "round {round}: {chunks} chunks test little");
+            assert_eq!(outcome(&chunked), outcome(&whole), "round {round}");
+        }
     }
 }
