@@ -101,20 +101,13 @@ pub struct World<'a> {
     /// Nodes whose allocatable counts against a NodePool limit (a simulation without them
     /// leaves more room under the limit).
     limited_nodes: BTreeSet<&'a str>,
-    /// Per set of classes, the destinations that could take at least one of their pods, with a
-    /// hash of their fingerprints: many candidates hold pods of the same classes, and scanning
-    /// every destination per candidate made an evaluation quadratic in the nodes.
-    useful: RefCell<HashMap<Vec<ClassId>, Rc<Useful>>>,
+    /// A hash of every destination's fingerprint, for whole-cluster runs; computed at the
+    /// first one of an evaluation.
+    all_destinations_hash: std::cell::OnceCell<u64>,
     /// Per class, the cheapest launch that could hold one of its pods (see
     /// [`World::cheapest_launch_for_one`]).
     cheapest_one: RefCell<HashMap<ClassId, Option<i64>>>,
     memo: &'a RefCell<Memo>,
-}
-
-/// Destinations that could take a set of classes' pods (before any are removed).
-struct Useful {
-    indices: Vec<usize>,
-    hash: u64,
 }
 
 /// Average nodes per chunk of an existing-node run.
@@ -224,7 +217,7 @@ impl<'a> World<'a> {
             pools_hash,
             limited_nodes,
             chunk_end,
-            useful: RefCell::new(HashMap::new()),
+            all_destinations_hash: std::cell::OnceCell::new(),
             cheapest_one: RefCell::new(HashMap::new()),
             memo,
         }
@@ -265,40 +258,6 @@ impl<'a> World<'a> {
         price
     }
 
-    /// The destinations that could hold at least one pod of `classes` (every destination when
-    /// a class needs the whole cluster), computed once per evaluation per set of classes.
-    fn useful_for(&self, classes: &[SimClass<'a>], whole: bool) -> Rc<Useful> {
-        let ids: Vec<ClassId> = classes.iter().map(|(id, ..)| *id).collect();
-        if let Some(u) = self.useful.borrow().get(&ids) {
-            return u.clone();
-        }
-        let indices: Vec<usize> = if whole {
-            (0..self.destinations.len()).collect()
-        } else {
-            (0..self.destinations.len())
-                .filter(|&i| {
-                    classes
-                        .iter()
-                        .any(|(_, c, _, _)| c.scheduling.requests.fits_in(&self.free[i]))
-                })
-                .collect()
-        };
-        // Only a whole-cluster run is keyed by the whole list; chunks have their own keys.
-        let hash = if whole {
-            stable_hash(
-                &indices
-                    .iter()
-                    .map(|&i| self.fingerprints[i])
-                    .collect::<Vec<_>>(),
-            )
-        } else {
-            0
-        };
-        let u = Rc::new(Useful { indices, hash });
-        self.useful.borrow_mut().insert(ids, u.clone());
-        u
-    }
-
     /// Packs `pods` (by class) with the nodes named in `removed` gone. Destinations that cannot
     /// hold even the smallest of those pods are left out (they could not change the outcome)
     /// unless a class needs the whole cluster for spread or affinity counts.
@@ -331,22 +290,14 @@ impl<'a> World<'a> {
             .filter(|n| self.limited_nodes.contains(n))
             .collect();
         if whole {
-            let useful_all = self.useful_for(&classes, whole);
-            // What the solver sees of the destinations is the useful list less the removed
-            // nodes: the list's hash and the positions taken out of it name it without hashing
-            // every fingerprint again.
-            let gone_positions: Vec<usize> = useful_all
-                .indices
-                .iter()
-                .enumerate()
-                .filter(|(_, i)| gone.contains(i))
-                .map(|(pos, _)| pos)
-                .collect();
-            let destinations_key = (useful_all.hash, gone_positions);
-            let useful: Vec<usize> = useful_all
-                .indices
-                .iter()
-                .copied()
+            // What the solver sees is every destination less the removed ones: the hash of the
+            // whole list and the removed positions name it without hashing every fingerprint
+            // per simulation.
+            let all = *self
+                .all_destinations_hash
+                .get_or_init(|| stable_hash(&self.fingerprints));
+            let destinations_key = (all, gone.iter().copied().collect::<Vec<usize>>());
+            let useful: Vec<usize> = (0..self.destinations.len())
                 .filter(|i| !gone.contains(i))
                 .collect();
             let key = stable_hash(&(
@@ -403,7 +354,7 @@ impl<'a> World<'a> {
         })
     }
 
-    /// The pods placed on existing nodes only, chunk by chunk (see [`Useful::chunks`]): each
+    /// The pods placed on existing nodes only, chunk by chunk (see `chunk_end`): each
     /// chunk's run takes what the chunks before it left over, and the runs stop once nothing
     /// is left. For these classes (no zone-like spread, no affinity) that is the solver's own
     /// answer over all the nodes: it places each class, largest first, over the nodes in name
