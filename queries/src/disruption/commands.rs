@@ -917,6 +917,7 @@ pub fn commands<'s>(parts: VecCollection<'s, Epoch, Part>) -> VecCollection<'s, 
                 candidates,
                 simulations_reused = m.hits,
                 simulations_run = m.misses,
+                walks_reused = m.walk_hits,
                 runs = ?m.runs,
                 micros = started.elapsed().as_micros() as u64,
                 "disruption commands evaluated"

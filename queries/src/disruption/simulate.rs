@@ -28,25 +28,65 @@ use std::rc::Rc;
 /// A class of pods to place: its id, spec, compatibility and count.
 type SimClass<'a> = (ClassId, &'a PodClass, &'a Compatibility, i64);
 
-/// Simulation results kept between evaluations. Entries not used by the latest evaluation are
-/// dropped by the next, so it holds at most two evaluations' worth.
+/// Simulation results kept between evaluations. An entry not used for its kind's number of
+/// evaluations (see [`keep_for`]) is dropped, so the memo holds about as much as the latest
+/// evaluations used.
 #[derive(Default)]
 pub struct Memo {
-    current: HashMap<u64, Rc<SolverOutput>>,
-    previous: HashMap<u64, Rc<SolverOutput>>,
+    entries: HashMap<u64, Entry>,
+    /// Existing-node walks by candidate (see [`World::existing_run`]).
+    walks: HashMap<u64, Walk>,
+    /// Evaluations started so far.
+    evaluation: u64,
     pub hits: u64,
     pub misses: u64,
-    /// Per kind of run (prefix, existing, new, full): runs and microseconds spent in them, in
-    /// the latest evaluation (for the debug log).
+    /// Walks answered without looking at a chunk, in the latest evaluation.
+    pub walk_hits: u64,
+    /// Per kind of run (existing, new, full): runs and microseconds spent in them, in the
+    /// latest evaluation (for the debug log).
     pub runs: BTreeMap<&'static str, (u64, u64)>,
 }
 
+struct Entry {
+    out: Rc<SolverOutput>,
+    /// The evaluation that last used it.
+    used: u64,
+    keep: u64,
+}
+
+/// A candidate's existing-node walk: it read the first `covered` chunks, whose nodes hashed to
+/// `prefix`; while they still do, its answer stands whatever happens further down the list. A
+/// walk that did not place everything read every chunk, and stands only while there are no
+/// more.
+struct Walk {
+    covered: usize,
+    complete: bool,
+    prefix: u64,
+    out: Rc<SolverOutput>,
+    used: u64,
+}
+
+/// How many evaluations an unused result of a kind is kept. New-NodeClaim runs depend only on
+/// leftovers and the NodePools, so one seen a few evaluations ago often comes back when churn
+/// moves a candidate's leftovers back and forth; existing-node runs name exact node states,
+/// which churn replaces for good.
+fn keep_for(kind: &str) -> u64 {
+    match kind {
+        "new" => 32,
+        _ => 1,
+    }
+}
+
 impl Memo {
-    /// Starts a new evaluation: what the last one used stays available once more.
+    /// Starts a new evaluation, dropping what has gone unused for too long.
     pub fn next_evaluation(&mut self) {
-        self.previous = std::mem::take(&mut self.current);
+        self.evaluation += 1;
+        let now = self.evaluation;
+        self.entries.retain(|_, e| e.used + e.keep >= now);
+        self.walks.retain(|_, w| w.used + 1 >= now);
         self.hits = 0;
         self.misses = 0;
+        self.walk_hits = 0;
         self.runs.clear();
     }
 
@@ -56,23 +96,58 @@ impl Memo {
         key: u64,
         run: impl FnOnce() -> SolverOutput,
     ) -> Rc<SolverOutput> {
-        if let Some(v) = self.current.get(&key) {
+        if let Some(e) = self.entries.get_mut(&key) {
             self.hits += 1;
-            return v.clone();
-        }
-        if let Some(v) = self.previous.remove(&key) {
-            self.hits += 1;
-            self.current.insert(key, v.clone());
-            return v;
+            e.used = self.evaluation;
+            return e.out.clone();
         }
         self.misses += 1;
         let started = std::time::Instant::now();
-        let v = Rc::new(run());
+        let out = Rc::new(run());
         let r = self.runs.entry(kind).or_insert((0, 0));
         r.0 += 1;
         r.1 += started.elapsed().as_micros() as u64;
-        self.current.insert(key, v.clone());
-        v
+        self.entries.insert(
+            key,
+            Entry {
+                out: out.clone(),
+                used: self.evaluation,
+                keep: keep_for(kind),
+            },
+        );
+        out
+    }
+
+    /// The walk kept for `key` if the chunks it read are unchanged (`prefix_of(covered)`) and,
+    /// unless it placed everything, there are still `chunks` of them.
+    fn walk(
+        &mut self,
+        key: u64,
+        chunks: usize,
+        prefix_of: impl Fn(usize) -> u64,
+    ) -> Option<Rc<SolverOutput>> {
+        let w = self.walks.get_mut(&key)?;
+        if prefix_of(w.covered) != w.prefix || !(w.complete || w.covered == chunks) {
+            return None;
+        }
+        w.used = self.evaluation;
+        self.walk_hits += 1;
+        Some(w.out.clone())
+    }
+
+    fn keep_walk(&mut self, key: u64, walk: (usize, bool, u64), out: Rc<SolverOutput>) {
+        let (covered, complete, prefix) = walk;
+        let used = self.evaluation;
+        self.walks.insert(
+            key,
+            Walk {
+                covered,
+                complete,
+                prefix,
+                out,
+                used,
+            },
+        );
     }
 }
 
@@ -90,10 +165,8 @@ pub struct World<'a> {
     fingerprints: Vec<u64>,
     /// Destination index by node name.
     index: HashMap<&'a str, usize>,
-    /// Whether a chunk of an existing-node run ends at this destination: where its name's hash
-    /// says so (about one in [`CHUNK`]), so that a node joining or leaving moves one boundary,
-    /// not every later one.
-    chunk_end: Vec<bool>,
+    /// The destinations cut into chunks for existing-node runs (see [`Chunk`]).
+    chunks: Vec<Chunk>,
     /// Per class, a hash of its compatibility (it changes with the NodePools' offers).
     compat_hashes: BTreeMap<ClassId, u64>,
     /// A hash of the NodePools' offers and of every node's share of their limits.
@@ -112,6 +185,44 @@ pub struct World<'a> {
 
 /// Average nodes per chunk of an existing-node run.
 const CHUNK: u64 = 32;
+
+/// A run of consecutive destinations. A chunk ends at a node whose name's hash says so (about
+/// one in [`CHUNK`]), so that a node joining or leaving moves one boundary, not every later one.
+struct Chunk {
+    /// Destination indices `start..end`.
+    start: usize,
+    end: usize,
+    /// The largest free room of any of its nodes, per resource: a pod that does not fit it
+    /// fits none of them.
+    max_free: Resources,
+    /// A hash of every destination's fingerprint up to the end of this chunk.
+    prefix: u64,
+}
+
+/// Cuts the destinations into chunks.
+fn chunks(names: &[&str], free: &[Resources], fingerprints: &[u64]) -> Vec<Chunk> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut prefix = 0u64;
+    for (i, name) in names.iter().enumerate() {
+        if !(stable_hash(name).is_multiple_of(CHUNK) || i + 1 == names.len()) {
+            continue;
+        }
+        let mut max_free = Resources::default();
+        for f in &free[start..=i] {
+            max_free = max_free.max_each(f);
+        }
+        prefix = stable_hash(&(prefix, &fingerprints[start..=i]));
+        out.push(Chunk {
+            start,
+            end: i + 1,
+            max_free,
+            prefix,
+        });
+        start = i + 1;
+    }
+    out
+}
 
 /// Appends one run's placements after earlier runs', numbering each class's placements on in
 /// bin order.
@@ -162,15 +273,13 @@ impl<'a> World<'a> {
         let (mut destinations, others): (Vec<&NodeState>, Vec<&NodeState>) =
             nodes.into_iter().partition(|n| is_destination(n));
         destinations.sort_by(|a, b| a.node.name.cmp(&b.node.name));
-        let free = destinations
+        let free: Vec<Resources> = destinations
             .iter()
             .map(|n| n.node.allocatable.sub(&n.used))
             .collect();
-        let fingerprints = destinations.iter().map(|n| fingerprint(n)).collect();
-        let chunk_end = destinations
-            .iter()
-            .map(|n| stable_hash(&n.node.name).is_multiple_of(CHUNK))
-            .collect();
+        let fingerprints: Vec<u64> = destinations.iter().map(|n| fingerprint(n)).collect();
+        let names: Vec<&str> = destinations.iter().map(|n| n.node.name.as_str()).collect();
+        let chunks = chunks(&names, &free, &fingerprints);
         let index = destinations
             .iter()
             .enumerate()
@@ -216,7 +325,7 @@ impl<'a> World<'a> {
             compat_hashes,
             pools_hash,
             limited_nodes,
-            chunk_end,
+            chunks,
             all_destinations_hash: std::cell::OnceCell::new(),
             cheapest_one: RefCell::new(HashMap::new()),
             memo,
@@ -354,44 +463,70 @@ impl<'a> World<'a> {
         })
     }
 
-    /// The pods placed on existing nodes only, chunk by chunk (see `chunk_end`): each
-    /// chunk's run takes what the chunks before it left over, and the runs stop once nothing
-    /// is left. For these classes (no zone-like spread, no affinity) that is the solver's own
-    /// answer over all the nodes: it places each class, largest first, over the nodes in name
-    /// order, and what a node takes depends only on that node and on how many copies are still
-    /// to place, so cutting the node list between two nodes changes nothing. A chunk's run is
-    /// memoised by its nodes' fingerprints and what enters it, so churn on a few nodes re-runs
-    /// only their chunks, and pods that fit early never look at the rest of the cluster.
+    /// The pods placed on existing nodes only, chunk by chunk (see [`Chunk`]): each chunk's
+    /// run takes what the chunks before it left over, and the runs stop once nothing is left.
+    /// For these classes (no zone-like spread, no affinity) that is the solver's own answer
+    /// over all the nodes: it places each class, largest first, over the nodes in name order,
+    /// and what a node takes depends only on that node and on how many copies are still to
+    /// place, so cutting the node list between two nodes changes nothing.
+    ///
+    /// Three things keep it cheap when most of the cluster is unchanged:
+    /// - the whole walk is kept per candidate (its pods and the nodes it removes) with the
+    ///   hash of the chunks it read, and stands while they are unchanged, so churn further
+    ///   down the node list costs it one hash comparison;
+    /// - a chunk whose largest free room holds no pod still to place is skipped unread;
+    /// - a chunk's run is memoised by its nodes' fingerprints and what enters it, so churn on a
+    ///   few nodes re-runs only their chunks.
     fn existing_run(
         &self,
         classes: &[SimClass<'a>],
         gone: &BTreeSet<usize>,
         removed: &BTreeSet<&str>,
     ) -> Rc<SolverOutput> {
+        let gone_names: Vec<&str> = gone
+            .iter()
+            .map(|&i| self.destinations[i].node.name.as_str())
+            .collect();
+        let walk_key = stable_hash(&("walk", &self.class_key(classes), &gone_names));
+        let prefix_of = |covered: usize| {
+            covered
+                .checked_sub(1)
+                .and_then(|j| self.chunks.get(j))
+                .map_or(0, |c| c.prefix)
+        };
+        if let Some(out) = self
+            .memo
+            .borrow_mut()
+            .walk(walk_key, self.chunks.len(), prefix_of)
+        {
+            return out;
+        }
         let mut left: Vec<SimClass<'a>> = classes.to_vec();
         let mut placements = Vec::new();
         let mut next_order: BTreeMap<ClassId, u32> = BTreeMap::new();
         let mut last: Option<Rc<SolverOutput>> = None;
-        let mut members: Vec<usize> = Vec::new();
-        for i in 0..self.destinations.len() {
-            // A node with no room for one pod of any class still to place takes nothing.
-            if !gone.contains(&i)
-                && left
-                    .iter()
-                    .any(|(_, c, _, _)| c.scheduling.requests.fits_in(&self.free[i]))
-            {
-                members.push(i);
-            }
-            if !(self.chunk_end[i] || i + 1 == self.destinations.len()) || members.is_empty() {
+        let mut covered = 0;
+        for (j, chunk) in self.chunks.iter().enumerate() {
+            covered = j + 1;
+            let fits = |room: &Resources| {
+                left.iter()
+                    .any(|(_, c, _, _)| c.scheduling.requests.fits_in(room))
+            };
+            if !fits(&chunk.max_free) {
                 continue;
             }
-            let chunk = std::mem::take(&mut members);
+            // A node with no room for one pod of any class still to place takes nothing.
+            let members: Vec<usize> = (chunk.start..chunk.end)
+                .filter(|i| !gone.contains(i) && fits(&self.free[*i]))
+                .collect();
+            if members.is_empty() {
+                continue;
+            }
             // Fingerprints include the node's name: they name the chunk's nodes and state.
-            let fingerprints: Vec<u64> = chunk.iter().map(|&i| self.fingerprints[i]).collect();
+            let fingerprints: Vec<u64> = members.iter().map(|&i| self.fingerprints[i]).collect();
             let key = stable_hash(&("existing", &self.class_key(&left), &fingerprints));
-            let members = &chunk;
             let out = self.memo.borrow_mut().get_or("existing", key, || {
-                self.solve(&left, members, false, removed)
+                self.solve(&left, &members, false, removed)
             });
             append_placements(&mut placements, &mut next_order, &out.placements);
             let mut unplaced: BTreeMap<ClassId, i64> = BTreeMap::new();
@@ -423,12 +558,18 @@ impl<'a> World<'a> {
                 .failures
                 .clone(),
         };
-        Rc::new(SolverOutput {
+        let out = Rc::new(SolverOutput {
             launches: Vec::new(),
             placements,
             failures,
             lower_bound: Default::default(),
-        })
+        });
+        self.memo.borrow_mut().keep_walk(
+            walk_key,
+            (covered, left.is_empty(), prefix_of(covered)),
+            out.clone(),
+        );
+        out
     }
 
     /// What a simulation's answer depends on for its pods: each class, its count, and a hash of
@@ -502,10 +643,12 @@ mod tests {
     }
 
     fn class(app: &str, cpu: i64, memory_mib: i64, spread: Option<i64>) -> PodClass {
-        let mut requests = Resources::default();
-        requests.cpu = cpu;
-        requests.memory = memory_mib * 1024 * 1024 * 1000;
-        requests.pods = 1000;
+        let requests = Resources {
+            cpu,
+            memory: memory_mib * 1024 * 1024 * 1000,
+            pods: 1000,
+            ..Resources::default()
+        };
         let mut selector = Requirements::new();
         selector.add("app", Requirement::single(app.to_string()));
         PodClass {
@@ -542,7 +685,9 @@ mod tests {
 
     /// What a run decided, without the placement numbering: (class, node, copies) placed and
     /// copies failed per class.
-    fn outcome(out: &SolverOutput) -> (BTreeSet<(ClassId, String, i64)>, BTreeMap<ClassId, i64>) {
+    type Outcome = (BTreeSet<(ClassId, String, i64)>, BTreeMap<ClassId, i64>);
+
+    fn outcome(out: &SolverOutput) -> Outcome {
         let mut placed: BTreeMap<(ClassId, String), i64> = BTreeMap::new();
         for p in &out.placements {
             *placed.entry((p.class, p.target.clone())).or_insert(0) += p.count;
@@ -557,51 +702,99 @@ mod tests {
         )
     }
 
+    fn random_node(rng: &mut Rng, name: String) -> NodeState {
+        let allocatable = Resources {
+            cpu: 4000,
+            memory: 16 * 1024 * 1024 * 1024 * 1000,
+            pods: 110_000,
+            ..Resources::default()
+        };
+        let used = Resources {
+            cpu: rng.below(4001) as i64,
+            memory: rng.below(17) as i64 * 1024 * 1024 * 1024 * 1000,
+            ..Resources::default()
+        };
+        let app = ["web", "db", "batch"][rng.below(3) as usize];
+        NodeState {
+            node: Node {
+                name,
+                allocatable,
+                ..Node::default()
+            },
+            used,
+            pods: vec![("default".to_string(), labels(app), rng.below(3) as i64)],
+        }
+    }
+
+    fn test_classes() -> [PodClass; 3] {
+        [
+            class("web", 500, 512, None),
+            class("db", 2000, 4096, Some(1)),
+            class("batch", 1000, 2048, Some(2)),
+        ]
+    }
+
+    /// One solver run over every node but the removed ones.
+    fn whole_run(
+        classes: &[PodClass],
+        compat: &Compatibility,
+        pods: &[(ClassId, i64)],
+        nodes: &[NodeState],
+        removed: &BTreeSet<&str>,
+    ) -> SolverOutput {
+        solve(SolverInput {
+            pools: Vec::new(),
+            classes: pods
+                .iter()
+                .zip(classes)
+                .map(|(&(id, count), class)| ClassInput {
+                    id,
+                    class,
+                    count,
+                    compat,
+                })
+                .collect(),
+            nodes: nodes
+                .iter()
+                .filter(|n| !removed.contains(n.node.name.as_str()))
+                .collect(),
+            bystanders: Vec::new(),
+        })
+    }
+
+    fn world<'a>(
+        classes: &'a [PodClass],
+        ids: &[ClassId],
+        compat: &'a Compatibility,
+        nodes: &'a [NodeState],
+        memo: &'a RefCell<Memo>,
+    ) -> World<'a> {
+        World::new(
+            Vec::new(),
+            ids.iter()
+                .zip(classes)
+                .map(|(id, c)| (*id, (c, compat)))
+                .collect(),
+            nodes.iter().collect(),
+            |_| true,
+            memo,
+        )
+    }
+
     /// The chunked existing-node run must be the solver's own answer over all the nodes,
     /// including hostname spread caps, removed nodes and pods that do not fit anywhere.
     #[test]
     fn chunked_existing_runs_equal_one_solver_run_over_every_node() {
-        let classes = [
-            class("web", 500, 512, None),
-            class("db", 2000, 4096, Some(1)),
-            class("batch", 1000, 2048, Some(2)),
-        ];
+        let classes = test_classes();
         let ids: Vec<ClassId> = classes.iter().map(stable_hash).collect();
         let compat = compat();
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
         for round in 0..20 {
             let nodes: Vec<NodeState> = (0..300)
-                .map(|i| {
-                    let mut allocatable = Resources::default();
-                    allocatable.cpu = 4000;
-                    allocatable.memory = 16 * 1024 * 1024 * 1024 * 1000;
-                    allocatable.pods = 110_000;
-                    let mut used = Resources::default();
-                    used.cpu = rng.below(4001) as i64;
-                    used.memory = rng.below(17) as i64 * 1024 * 1024 * 1024 * 1000;
-                    let app = ["web", "db", "batch"][rng.below(3) as usize];
-                    NodeState {
-                        node: Node {
-                            name: format!("node-{i:04}"),
-                            allocatable,
-                            ..Node::default()
-                        },
-                        used,
-                        pods: vec![("default".to_string(), labels(app), rng.below(3) as i64)],
-                    }
-                })
+                .map(|i| random_node(&mut rng, format!("node-{i:04}")))
                 .collect();
             let memo = RefCell::new(Memo::default());
-            let world = World::new(
-                Vec::new(),
-                ids.iter()
-                    .zip(&classes)
-                    .map(|(id, c)| (*id, (c, &compat)))
-                    .collect(),
-                nodes.iter().collect(),
-                |_| true,
-                &memo,
-            );
+            let world = world(&classes, &ids, &compat, &nodes, &memo);
             let removed_names: Vec<String> = (0..rng.below(4))
                 .map(|_| format!("node-{:04}", rng.below(300)))
                 .collect();
@@ -616,27 +809,82 @@ mod tests {
                 })
                 .collect();
             let chunked = world.simulate(&removed, &pods, false);
-            let whole = solve(SolverInput {
-                pools: Vec::new(),
-                classes: pods
-                    .iter()
-                    .zip(&classes)
-                    .map(|(&(id, count), class)| ClassInput {
-                        id,
-                        class,
-                        count,
-                        compat: &compat,
-                    })
-                    .collect(),
-                nodes: nodes
-                    .iter()
-                    .filter(|n| !removed.contains(n.node.name.as_str()))
-                    .collect(),
-                bystanders: Vec::new(),
-            });
-            let chunks = world.chunk_end.iter().filter(|end| **end).count();
+            let whole = whole_run(&classes, &compat, &pods, &nodes, &removed);
+            let chunks = world.chunks.len();
             assert!(chunks > 3, "round {round}: {chunks} chunks test little");
             assert_eq!(outcome(&chunked), outcome(&whole), "round {round}");
         }
+    }
+
+    /// A walk kept from an earlier evaluation must give the answer a fresh run would, whatever
+    /// changed since: nodes' room before, inside or after the chunks it read, nodes joining
+    /// (also past the end of a walk that placed nothing) or leaving. The memo is shared across
+    /// all rounds, as the commands query shares it across evaluations.
+    #[test]
+    fn walks_kept_between_evaluations_equal_fresh_runs() {
+        let classes = test_classes();
+        let ids: Vec<ClassId> = classes.iter().map(stable_hash).collect();
+        let compat = compat();
+        let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+        let mut nodes: Vec<NodeState> = (0..200)
+            .map(|i| random_node(&mut rng, format!("node-{i:04}")))
+            .collect();
+        let mut next_name = 200;
+        let memo = RefCell::new(Memo::default());
+        // A few fixed simulations asked every evaluation, as candidates are.
+        type Ask = (Vec<(ClassId, i64)>, Vec<String>);
+        let asks: Vec<Ask> = (0..12)
+            .map(|k| {
+                let pods = ids
+                    .iter()
+                    .map(|id| (*id, rng.below(if k % 3 == 0 { 300 } else { 6 }) as i64))
+                    .filter(|(_, n)| *n > 0)
+                    .collect();
+                (pods, vec![format!("node-{:04}", rng.below(200))])
+            })
+            .collect();
+        let mut reused = 0;
+        for round in 0..60 {
+            memo.borrow_mut().next_evaluation();
+            {
+                let world = world(&classes, &ids, &compat, &nodes, &memo);
+                for (pods, removed_names) in &asks {
+                    let removed: BTreeSet<&str> =
+                        removed_names.iter().map(String::as_str).collect();
+                    let kept = world.simulate(&removed, pods, false);
+                    let chosen: Vec<PodClass> = pods
+                        .iter()
+                        .filter_map(|(id, _)| ids.iter().position(|i| i == id))
+                        .map(|i| classes[i].clone())
+                        .collect();
+                    let whole = whole_run(&chosen, &compat, pods, &nodes, &removed);
+                    assert_eq!(outcome(&kept), outcome(&whole), "round {round}");
+                }
+                reused += memo.borrow().walk_hits;
+            }
+            // Churn: a node's room changes, a node joins at a random place in name order or at
+            // the end, a node leaves.
+            match rng.below(4) {
+                0 | 1 => {
+                    let i = rng.below(nodes.len() as u64) as usize;
+                    let name = nodes[i].node.name.clone();
+                    nodes[i] = random_node(&mut rng, name);
+                }
+                2 => {
+                    let name = if rng.below(2) == 0 {
+                        format!("node-{:04}z", rng.below(200))
+                    } else {
+                        next_name += 1;
+                        format!("node-{next_name:04}")
+                    };
+                    nodes.push(random_node(&mut rng, name));
+                }
+                _ => {
+                    let i = rng.below(nodes.len() as u64) as usize;
+                    nodes.remove(i);
+                }
+            }
+        }
+        assert!(reused > 0, "no walk was ever kept: the test checks nothing");
     }
 }
