@@ -30,7 +30,7 @@
 //! of its pods costs less than the node) prunes candidates before the exact check, and a
 //! candidate no replacement could beat is checked for a delete only.
 
-use super::simulate::{Memo, World};
+use super::simulate::{Memo, Simulation, World};
 use super::types::{Allowance, Candidate, Forced};
 use crate::types::{ClassId, Compatibility, NodeState, PodClass, PoolTypes};
 use differential_dataflow::VecCollection;
@@ -145,10 +145,10 @@ impl<'a> Evaluation<'a> {
     /// A simulation of removing `nodes`: the launches it needs, or why it fails.
     fn simulate(&self, nodes: &[&Candidate]) -> Result<Vec<Launch>, String> {
         let out = self.simulation(nodes);
-        if let Some(f) = out.failures.first() {
+        if let Some(f) = out.failures().first() {
             return Err(format!("{} pods would not fit: {}", f.count, f.reason));
         }
-        Ok(out.launches.clone())
+        Ok(out.launches().to_vec())
     }
 
     /// Keeps the existing nodes that take pods from an accepted command out of later commands
@@ -157,9 +157,9 @@ impl<'a> Evaluation<'a> {
     /// command's own nodes join `taken`, so the simulation is the one already memoised.
     fn reserve_landing(&mut self, nodes: &[&Candidate]) {
         let out = self.simulation(nodes);
-        let launched: BTreeSet<&str> = out.launches.iter().map(|l| l.name.as_str()).collect();
+        let launched: BTreeSet<&str> = out.launches().iter().map(|l| l.name.as_str()).collect();
         let landing: Vec<String> = out
-            .placements
+            .placements()
             .iter()
             .filter(|p| !launched.contains(p.target.as_str()))
             .map(|p| p.target.clone())
@@ -167,15 +167,11 @@ impl<'a> Evaluation<'a> {
         self.taken.extend(landing);
     }
 
-    fn simulation(&self, nodes: &[&Candidate]) -> std::rc::Rc<crate::solver::SolverOutput> {
+    fn simulation(&self, nodes: &[&Candidate]) -> Simulation {
         self.simulation_with(nodes, true)
     }
 
-    fn simulation_with(
-        &self,
-        nodes: &[&Candidate],
-        new_nodeclaims: bool,
-    ) -> std::rc::Rc<crate::solver::SolverOutput> {
+    fn simulation_with(&self, nodes: &[&Candidate], new_nodeclaims: bool) -> Simulation {
         // Nodes that earlier commands of this evaluation disrupt cannot take pods either.
         let removed: BTreeSet<&str> = nodes
             .iter()
@@ -230,10 +226,10 @@ impl<'a> Evaluation<'a> {
             return Err("its offering's price is not known".to_string());
         };
         let out = self.simulation_with(&[c], may_replace);
-        if let Some(f) = out.failures.first() {
+        if let Some(f) = out.failures().first() {
             return Err(format!("{} pods would not fit: {}", f.count, f.reason));
         }
-        match out.launches.as_slice() {
+        match out.launches() {
             [] => Ok((Vec::new(), price.0)),
             // Narrowing only drops types and offerings, so a launch that is not cheaper at its
             // cheapest never becomes so: no need to copy it to find out.

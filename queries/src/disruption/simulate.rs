@@ -183,6 +183,47 @@ pub struct World<'a> {
     memo: &'a RefCell<Memo>,
 }
 
+/// A simulation's answer: the existing-node part and, when some pods were left over, the
+/// new-NodeClaim part. The parts stay shared with the memo; their placements are joined only
+/// when a caller asks (an accepted command), not for every candidate checked, whose check reads
+/// only the failures and launches.
+#[derive(Clone)]
+pub struct Simulation {
+    existing: Rc<SolverOutput>,
+    new: Option<Rc<SolverOutput>>,
+}
+
+impl Simulation {
+    /// Pods that fit nowhere, not even on a new NodeClaim (when those were allowed).
+    pub fn failures(&self) -> &[crate::solver::Failure] {
+        match &self.new {
+            Some(n) => &n.failures,
+            None => &self.existing.failures,
+        }
+    }
+
+    /// The new NodeClaims the pods need.
+    pub fn launches(&self) -> &[dovetail_dataflow::decisions::Launch] {
+        match &self.new {
+            Some(n) => &n.launches,
+            None => &self.existing.launches,
+        }
+    }
+
+    /// Every placement, existing nodes first, each class's placements numbered on in bin
+    /// order.
+    pub fn placements(&self) -> Vec<Placement> {
+        let Some(new) = &self.new else {
+            return self.existing.placements.clone();
+        };
+        let mut placements = Vec::new();
+        let mut next_order: BTreeMap<ClassId, u32> = BTreeMap::new();
+        append_placements(&mut placements, &mut next_order, &self.existing.placements);
+        append_placements(&mut placements, &mut next_order, &new.placements);
+        placements
+    }
+}
+
 /// Average nodes per chunk of an existing-node run.
 const CHUNK: u64 = 32;
 
@@ -378,7 +419,7 @@ impl<'a> World<'a> {
         removed: &BTreeSet<&str>,
         pods: &[(ClassId, i64)],
         new_nodeclaims: bool,
-    ) -> Rc<SolverOutput> {
+    ) -> Simulation {
         let mut classes = Vec::new();
         let mut whole = false;
         for &(id, count) in pods {
@@ -416,10 +457,14 @@ impl<'a> World<'a> {
                 &destinations_key,
                 self.pools_hash,
             ));
-            return self
+            let existing = self
                 .memo
                 .borrow_mut()
                 .get_or("full", key, || self.solve(&classes, &useful, true, removed));
+            return Simulation {
+                existing,
+                new: None,
+            };
         }
         // Without zone-like spread or any affinity, the solver tries every existing node before
         // it opens a NodeClaim (existing bins come first in its first-fit order, and nothing
@@ -429,7 +474,10 @@ impl<'a> World<'a> {
         // elsewhere in the cluster re-runs the first.
         let existing = self.existing_run(&classes, &gone, removed);
         if existing.failures.is_empty() || !new_nodeclaims {
-            return existing;
+            return Simulation {
+                existing,
+                new: None,
+            };
         }
         let mut leftover: BTreeMap<ClassId, i64> = BTreeMap::new();
         for f in &existing.failures {
@@ -451,16 +499,10 @@ impl<'a> World<'a> {
             .memo
             .borrow_mut()
             .get_or("new", key, || self.solve(&rest, &[], true, removed));
-        let mut placements = Vec::new();
-        let mut next_order: BTreeMap<ClassId, u32> = BTreeMap::new();
-        append_placements(&mut placements, &mut next_order, &existing.placements);
-        append_placements(&mut placements, &mut next_order, &new.placements);
-        Rc::new(SolverOutput {
-            launches: new.launches.clone(),
-            placements,
-            failures: new.failures.clone(),
-            lower_bound: new.lower_bound,
-        })
+        Simulation {
+            existing,
+            new: Some(new),
+        }
     }
 
     /// The pods placed on existing nodes only, chunk by chunk (see [`Chunk`]): each chunk's
@@ -623,6 +665,7 @@ impl<'a> World<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::solver::Failure;
     use dovetail_dataflow::model::{
         LabelSelector, Node, PodScheduling, Requirement, Requirements, TopologySpread,
     };
@@ -687,13 +730,13 @@ mod tests {
     /// copies failed per class.
     type Outcome = (BTreeSet<(ClassId, String, i64)>, BTreeMap<ClassId, i64>);
 
-    fn outcome(out: &SolverOutput) -> Outcome {
+    fn outcome(placements: &[Placement], failures: &[Failure]) -> Outcome {
         let mut placed: BTreeMap<(ClassId, String), i64> = BTreeMap::new();
-        for p in &out.placements {
+        for p in placements {
             *placed.entry((p.class, p.target.clone())).or_insert(0) += p.count;
         }
         let mut failed = BTreeMap::new();
-        for f in &out.failures {
+        for f in failures {
             *failed.entry(f.class).or_insert(0) += f.count;
         }
         (
@@ -812,7 +855,11 @@ mod tests {
             let whole = whole_run(&classes, &compat, &pods, &nodes, &removed);
             let chunks = world.chunks.len();
             assert!(chunks > 3, "round {round}: {chunks} chunks test little");
-            assert_eq!(outcome(&chunked), outcome(&whole), "round {round}");
+            assert_eq!(
+                outcome(&chunked.placements(), chunked.failures()),
+                outcome(&whole.placements, &whole.failures),
+                "round {round}"
+            );
         }
     }
 
@@ -858,7 +905,11 @@ mod tests {
                         .map(|i| classes[i].clone())
                         .collect();
                     let whole = whole_run(&chosen, &compat, pods, &nodes, &removed);
-                    assert_eq!(outcome(&kept), outcome(&whole), "round {round}");
+                    assert_eq!(
+                        outcome(&kept.placements(), kept.failures()),
+                        outcome(&whole.placements, &whole.failures),
+                        "round {round}"
+                    );
                 }
                 reused += memo.borrow().walk_hits;
             }
