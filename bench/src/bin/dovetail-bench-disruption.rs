@@ -28,6 +28,14 @@ struct Args {
 }
 
 fn main() -> Result<()> {
+    // `DOVETAIL_LOG=dovetail_queries=debug` shows where each evaluation's time goes.
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("DOVETAIL_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     let a = Args::parse();
     let settings = Settings {
         nodes: a.nodes,
