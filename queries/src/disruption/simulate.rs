@@ -169,6 +169,10 @@ pub struct World<'a> {
     chunks: Vec<Chunk>,
     /// Per class, a hash of its compatibility (it changes with the NodePools' offers).
     compat_hashes: BTreeMap<ClassId, u64>,
+    /// Per class, a hash of what a run over existing nodes alone reads of its compatibility:
+    /// the requirements nodes are matched against and the NodePool rejections a failure
+    /// reports. Prices and offerings, which change often, are not in it.
+    existing_hashes: BTreeMap<ClassId, u64>,
     /// A hash of the NodePools' offers and of every node's share of their limits.
     pools_hash: u64,
     /// Nodes whose allocatable counts against a NodePool limit (a simulation without them
@@ -330,6 +334,13 @@ impl<'a> World<'a> {
             .iter()
             .map(|(id, (_, compat))| (*id, stable_hash(compat)))
             .collect();
+        let existing_hashes = classes
+            .iter()
+            .map(|(id, (_, compat))| {
+                let read = (&compat.requirements, compat.relaxation, &compat.rejections);
+                (*id, stable_hash(&read))
+            })
+            .collect();
         // Limits are charged with the allocatable of every node of a NodePool, wherever it is.
         let limited: BTreeSet<&str> = pools
             .iter()
@@ -364,6 +375,7 @@ impl<'a> World<'a> {
             fingerprints,
             index,
             compat_hashes,
+            existing_hashes,
             pools_hash,
             limited_nodes,
             chunks,
@@ -529,7 +541,7 @@ impl<'a> World<'a> {
             .iter()
             .map(|&i| self.destinations[i].node.name.as_str())
             .collect();
-        let walk_key = stable_hash(&("walk", &self.class_key(classes), &gone_names));
+        let walk_key = stable_hash(&("walk", &self.existing_key(classes), &gone_names));
         let prefix_of = |covered: usize| {
             covered
                 .checked_sub(1)
@@ -566,7 +578,7 @@ impl<'a> World<'a> {
             }
             // Fingerprints include the node's name: they name the chunk's nodes and state.
             let fingerprints: Vec<u64> = members.iter().map(|&i| self.fingerprints[i]).collect();
-            let key = stable_hash(&("existing", &self.class_key(&left), &fingerprints));
+            let key = stable_hash(&("existing", &self.existing_key(&left), &fingerprints));
             let out = self.memo.borrow_mut().get_or("existing", key, || {
                 self.solve(&left, &members, false, removed)
             });
@@ -594,7 +606,7 @@ impl<'a> World<'a> {
                 .borrow_mut()
                 .get_or(
                     "existing",
-                    stable_hash(&("none", &self.class_key(&left))),
+                    stable_hash(&("none", &self.existing_key(&left))),
                     || self.solve(&left, &[], false, removed),
                 )
                 .failures
@@ -620,6 +632,15 @@ impl<'a> World<'a> {
         classes
             .iter()
             .map(|(id, _, _, n)| (*id, *n, self.compat_hashes.get(id).copied().unwrap_or(0)))
+            .collect()
+    }
+
+    /// What a run over existing nodes alone depends on for its pods: each class, its count, and
+    /// a hash of the part of its compatibility such a run reads.
+    fn existing_key(&self, classes: &[SimClass<'a>]) -> Vec<(ClassId, i64, u64)> {
+        classes
+            .iter()
+            .map(|(id, _, _, n)| (*id, *n, self.existing_hashes.get(id).copied().unwrap_or(0)))
             .collect()
     }
 
@@ -666,6 +687,8 @@ impl<'a> World<'a> {
 mod tests {
     use super::*;
     use crate::solver::Failure;
+    use crate::types::UnitCost;
+    use dovetail_dataflow::model::labels::ZONE;
     use dovetail_dataflow::model::{
         LabelSelector, Node, PodScheduling, Requirement, Requirements, TopologySpread,
     };
@@ -758,10 +781,12 @@ mod tests {
             ..Resources::default()
         };
         let app = ["web", "db", "batch"][rng.below(3) as usize];
+        let zone = ["a", "b"][rng.below(2) as usize];
         NodeState {
             node: Node {
                 name,
                 allocatable,
+                labels: BTreeMap::from([(ZONE.to_string(), zone.to_string())]),
                 ..Node::default()
             },
             used,
@@ -865,13 +890,15 @@ mod tests {
 
     /// A walk kept from an earlier evaluation must give the answer a fresh run would, whatever
     /// changed since: nodes' room before, inside or after the chunks it read, nodes joining
-    /// (also past the end of a walk that placed nothing) or leaving. The memo is shared across
-    /// all rounds, as the commands query shares it across evaluations.
+    /// (also past the end of a walk that placed nothing) or leaving, the classes' requirements
+    /// (a zone), and their prices (which such runs do not read, so walks stand through them).
+    /// The memo is shared across all rounds, as the commands query shares it across
+    /// evaluations.
     #[test]
     fn walks_kept_between_evaluations_equal_fresh_runs() {
         let classes = test_classes();
         let ids: Vec<ClassId> = classes.iter().map(stable_hash).collect();
-        let compat = compat();
+        let mut compat = compat();
         let mut rng = Rng(0x2545_f491_4f6c_dd1d);
         let mut nodes: Vec<NodeState> = (0..200)
             .map(|i| random_node(&mut rng, format!("node-{i:04}")))
@@ -893,6 +920,15 @@ mod tests {
         let mut reused = 0;
         for round in 0..60 {
             memo.borrow_mut().next_evaluation();
+            // Every round a new price; now and then a new zone requirement.
+            compat.unit_cost = vec![("cpu".to_string(), UnitCost::new(rng.below(100) as f64))];
+            if rng.below(5) == 0 {
+                let mut requirements = Requirements::new();
+                if let Some(zone) = ["a", "b", ""][rng.below(3) as usize].get(..1) {
+                    requirements.add(ZONE, Requirement::single(zone.to_string()));
+                }
+                compat.requirements = requirements;
+            }
             {
                 let world = world(&classes, &ids, &compat, &nodes, &memo);
                 for (pods, removed_names) in &asks {
@@ -936,6 +972,6 @@ mod tests {
                 }
             }
         }
-        assert!(reused > 0, "no walk was ever kept: the test checks nothing");
+        assert!(reused > 0, "no walk was ever kept (prices change every round and must not end one): the test checks nothing");
     }
 }
