@@ -30,7 +30,7 @@
 //! of its pods costs less than the node) prunes candidates before the exact check, and a
 //! candidate no replacement could beat is checked for a delete only.
 
-use super::simulate::{Memo, Simulation, World};
+use super::simulate::{Memo, Simulation, Taken, World};
 use super::types::{Allowance, Candidate, Forced};
 use crate::types::{ClassId, Compatibility, NodeState, PodClass, PoolTypes};
 use differential_dataflow::VecCollection;
@@ -59,7 +59,8 @@ pub const SPOT_TO_SPOT_GATE: &str = "SpotToSpotConsolidation";
 pub enum Part {
     Candidate(Candidate),
     Forced(String, Forced),
-    Node(NodeState),
+    /// A node's state with its [`fingerprint`], computed here as the state changes.
+    Node(u64, NodeState),
     Class(ClassId, PodClass, Compatibility),
     Pool(PoolTypes),
     Budget(String, Allowance),
@@ -88,7 +89,7 @@ struct Evaluation<'a> {
     total_free: Resources,
     commands: Vec<Command>,
     blocked: Vec<(String, DisruptionReason, String)>,
-    taken: BTreeSet<String>,
+    taken: Taken,
 }
 
 fn price_of(c: &Candidate) -> i64 {
@@ -164,7 +165,7 @@ impl<'a> Evaluation<'a> {
             .filter(|p| !launched.contains(p.target.as_str()))
             .map(|p| p.target.clone())
             .collect();
-        self.taken.extend(landing);
+        self.world.take(&mut self.taken, landing);
     }
 
     fn simulation(&self, nodes: &[&Candidate]) -> Simulation {
@@ -173,11 +174,7 @@ impl<'a> Evaluation<'a> {
 
     fn simulation_with(&self, nodes: &[&Candidate], new_nodeclaims: bool) -> Simulation {
         // Nodes that earlier commands of this evaluation disrupt cannot take pods either.
-        let removed: BTreeSet<&str> = nodes
-            .iter()
-            .map(|c| c.node.as_str())
-            .chain(self.taken.iter().map(String::as_str))
-            .collect();
+        let own: Vec<&str> = nodes.iter().map(|c| c.node.as_str()).collect();
         let mut pods: BTreeMap<ClassId, i64> = BTreeMap::new();
         for c in nodes {
             for (class, n) in &c.pods {
@@ -185,7 +182,8 @@ impl<'a> Evaluation<'a> {
             }
         }
         let pods: Vec<(ClassId, i64)> = pods.into_iter().collect();
-        self.world.simulate(&removed, &pods, new_nodeclaims)
+        self.world
+            .simulate(&self.taken, &own, &pods, new_nodeclaims)
     }
 
     /// The cheap necessary conditions for consolidating one node: whether a delete is
@@ -422,7 +420,7 @@ impl<'a> Evaluation<'a> {
             // Outside budgets, but it uses them up: graceful methods see one node fewer.
             self.use_budget(&c.nodepool);
             self.reserve_landing(&[c]);
-            self.taken.insert(c.node.clone());
+            self.world.take(&mut self.taken, [c.node.clone()]);
             self.commands.push(Command {
                 nodes: vec![c.node.clone()],
                 reason,
@@ -452,7 +450,7 @@ impl<'a> Evaluation<'a> {
                 .filter_map(|n| self.candidates.get(n.as_str()))
                 .map(|c| price_of(c))
                 .sum();
-            self.taken.extend(empty.iter().cloned());
+            self.world.take(&mut self.taken, empty.iter().cloned());
             self.commands.push(Command {
                 nodes: empty,
                 reason: DisruptionReason::Empty,
@@ -483,7 +481,7 @@ impl<'a> Evaluation<'a> {
                     self.take_budget(&c.nodepool, DisruptionReason::Drifted);
                     let savings = price_of(c) - launches.iter().map(|l| l.price.0).sum::<i64>();
                     self.reserve_landing(&[c]);
-                    self.taken.insert(c.node.clone());
+                    self.world.take(&mut self.taken, [c.node.clone()]);
                     self.commands.push(Command {
                         nodes: vec![c.node.clone()],
                         reason: DisruptionReason::Drifted,
@@ -579,7 +577,7 @@ impl<'a> Evaluation<'a> {
                 ));
             }
         }
-        self.taken.extend(chosen);
+        self.world.take(&mut self.taken, chosen);
     }
 
     /// `Balanced`: drop options whose savings share is under half their disruption share.
@@ -869,7 +867,7 @@ pub fn commands<'s>(parts: VecCollection<'s, Epoch, Part>) -> VecCollection<'s, 
                             *e = f;
                         }
                     }
-                    Part::Node(n) => nodes.push(n),
+                    Part::Node(f, n) => nodes.push((*f, n)),
                     Part::Class(id, class, compat) => {
                         classes.insert(*id, (class, compat));
                     }
@@ -901,7 +899,7 @@ pub fn commands<'s>(parts: VecCollection<'s, Epoch, Part>) -> VecCollection<'s, 
                 total_free,
                 commands: Vec::new(),
                 blocked: Vec::new(),
-                taken: BTreeSet::new(),
+                taken: Taken::default(),
             };
             eval.run();
             let candidates = eval.candidates.len();

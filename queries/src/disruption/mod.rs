@@ -76,7 +76,10 @@ pub fn disruption(i: Inputs<'_>) -> VecCollection<'_, Epoch, Decision> {
     let parts = candidates
         .map(|(_, c)| Part::Candidate(c))
         .concat(forced.map(|(n, f)| Part::Forced(n, f)))
-        .concat(i.usage.map(|(_, n)| Part::Node(n)))
+        .concat(
+            i.usage
+                .map(|(_, n)| Part::Node(simulate::fingerprint(&n), n)),
+        )
         .concat(classes)
         .concat(i.pools.map(|(_, p)| Part::Pool(p)))
         .concat(budgets.map(|(n, a)| Part::Budget(n, a)))

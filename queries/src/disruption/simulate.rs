@@ -303,26 +303,78 @@ fn needs_whole_cluster(class: &PodClass) -> bool {
             .any(|t| t.topology_key != HOSTNAME)
 }
 
-fn fingerprint(n: &NodeState) -> u64 {
+/// A hash of everything about a node the solver reads. The commands query computes it as a
+/// node's state changes, not per evaluation (hashing 10,000 nodes' labels and pods was a sixth
+/// of an evaluation).
+pub fn fingerprint(n: &NodeState) -> u64 {
     stable_hash(n)
+}
+
+/// The nodes earlier commands of an evaluation disrupt or fill, left out of every later
+/// simulation of it. It grows one command at a time while thousands of candidates are checked
+/// against it, so it is indexed as it grows ([`World::take`]), not per check: with a hundred
+/// commands, rebuilding and hashing it per check was most of an evaluation at 10,000 nodes.
+#[derive(Debug, Default)]
+pub struct Taken {
+    names: BTreeSet<String>,
+    /// Their positions among the destinations of the evaluation's [`World`].
+    gone: BTreeSet<usize>,
+    /// Those whose allocatable counts against a NodePool limit.
+    limited: BTreeSet<String>,
+    /// Hashes naming `names` and `limited`.
+    key: u64,
+    limited_key: u64,
+}
+
+impl Taken {
+    pub fn contains(&self, name: &str) -> bool {
+        self.names.contains(name)
+    }
+}
+
+/// What one simulation leaves out: the evaluation's taken nodes and the check's own.
+struct Removed<'r> {
+    taken: &'r Taken,
+    /// The check's own nodes that are not taken already, in name order.
+    own: Vec<&'r str>,
+    /// Their destination positions.
+    own_gone: Vec<usize>,
+}
+
+impl Removed<'_> {
+    fn contains(&self, name: &str) -> bool {
+        self.taken.contains(name) || self.own.contains(&name)
+    }
+
+    fn contains_index(&self, i: usize) -> bool {
+        self.taken.gone.contains(&i) || self.own_gone.contains(&i)
+    }
+
+    /// Names the removed set. One set may get two names, split differently between taken and
+    /// own nodes: that costs a memo miss, never a wrong answer.
+    fn key(&self) -> (u64, &[&str]) {
+        (self.taken.key, &self.own)
+    }
 }
 
 impl<'a> World<'a> {
     pub fn new(
         pools: Vec<&'a PoolTypes>,
         classes: BTreeMap<ClassId, (&'a PodClass, &'a Compatibility)>,
-        nodes: Vec<&'a NodeState>,
+        nodes: Vec<(u64, &'a NodeState)>,
         is_destination: impl Fn(&NodeState) -> bool,
         memo: &'a RefCell<Memo>,
     ) -> World<'a> {
-        let (mut destinations, others): (Vec<&NodeState>, Vec<&NodeState>) =
-            nodes.into_iter().partition(|n| is_destination(n));
-        destinations.sort_by(|a, b| a.node.name.cmp(&b.node.name));
+        let (mut destinations, others): (Vec<(u64, &NodeState)>, Vec<(u64, &NodeState)>) =
+            nodes.into_iter().partition(|(_, n)| is_destination(n));
+        destinations.sort_by(|a, b| a.1.node.name.cmp(&b.1.node.name));
+        let fingerprints: Vec<u64> = destinations.iter().map(|(f, _)| *f).collect();
+        let destinations: Vec<&NodeState> = destinations.into_iter().map(|(_, n)| n).collect();
+        let others: Vec<&NodeState> = others.into_iter().map(|(_, n)| n).collect();
         let free: Vec<Resources> = destinations
             .iter()
             .map(|n| n.node.allocatable.sub(&n.used))
             .collect();
-        let fingerprints: Vec<u64> = destinations.iter().map(|n| fingerprint(n)).collect();
         let names: Vec<&str> = destinations.iter().map(|n| n.node.name.as_str()).collect();
         let chunks = chunks(&names, &free, &fingerprints);
         let index = destinations
@@ -420,7 +472,29 @@ impl<'a> World<'a> {
         price
     }
 
-    /// Packs `pods` (by class) with the nodes named in `removed` gone. Destinations that cannot
+    /// Adds nodes to an evaluation's taken set.
+    pub fn take(&self, taken: &mut Taken, names: impl IntoIterator<Item = String>) {
+        let mut grew = false;
+        for name in names {
+            if taken.names.contains(&name) {
+                continue;
+            }
+            if let Some(&i) = self.index.get(name.as_str()) {
+                taken.gone.insert(i);
+            }
+            if self.limited_nodes.contains(name.as_str()) {
+                taken.limited.insert(name.clone());
+                taken.limited_key = stable_hash(&taken.limited);
+            }
+            taken.names.insert(name);
+            grew = true;
+        }
+        if grew {
+            taken.key = stable_hash(&taken.names);
+        }
+    }
+
+    /// Packs `pods` (by class) with the `taken` nodes and the check's own `nodes` gone. Destinations that cannot
     /// hold even the smallest of those pods are left out (they could not change the outcome)
     /// unless a class needs the whole cluster for spread or affinity counts.
     ///
@@ -428,10 +502,27 @@ impl<'a> World<'a> {
     /// hold are failures, not launches (a delete-only check need not price replacements).
     pub fn simulate(
         &self,
-        removed: &BTreeSet<&str>,
+        taken: &Taken,
+        nodes: &[&str],
         pods: &[(ClassId, i64)],
         new_nodeclaims: bool,
     ) -> Simulation {
+        let mut own: Vec<&str> = nodes
+            .iter()
+            .copied()
+            .filter(|n| !taken.contains(n))
+            .collect();
+        own.sort_unstable();
+        own.dedup();
+        let own_gone = own
+            .iter()
+            .filter_map(|n| self.index.get(n).copied())
+            .collect();
+        let removed = Removed {
+            taken,
+            own,
+            own_gone,
+        };
         let mut classes = Vec::new();
         let mut whole = false;
         for &(id, count) in pods {
@@ -440,17 +531,15 @@ impl<'a> World<'a> {
                 classes.push((id, *class, *compat, count));
             }
         }
-        let gone: BTreeSet<usize> = removed
-            .iter()
-            .filter_map(|n| self.index.get(*n).copied())
-            .collect();
         let class_key = self.class_key(&classes);
         // New NodeClaims depend on the removed nodes only through NodePool limits.
-        let limit_removed: Vec<&str> = removed
+        let own_limited: Vec<&str> = removed
+            .own
             .iter()
             .copied()
             .filter(|n| self.limited_nodes.contains(n))
             .collect();
+        let limit_removed = (taken.limited_key, own_limited);
         if whole {
             // What the solver sees is every destination less the removed ones: the hash of the
             // whole list and the removed positions name it without hashing every fingerprint
@@ -458,9 +547,9 @@ impl<'a> World<'a> {
             let all = *self
                 .all_destinations_hash
                 .get_or_init(|| stable_hash(&self.fingerprints));
-            let destinations_key = (all, gone.iter().copied().collect::<Vec<usize>>());
+            let destinations_key = (all, taken.key, &removed.own_gone);
             let useful: Vec<usize> = (0..self.destinations.len())
-                .filter(|i| !gone.contains(i))
+                .filter(|&i| !removed.contains_index(i))
                 .collect();
             let key = stable_hash(&(
                 "full",
@@ -469,10 +558,9 @@ impl<'a> World<'a> {
                 &destinations_key,
                 self.pools_hash,
             ));
-            let existing = self
-                .memo
-                .borrow_mut()
-                .get_or("full", key, || self.solve(&classes, &useful, true, removed));
+            let existing = self.memo.borrow_mut().get_or("full", key, || {
+                self.solve(&classes, &useful, true, &removed)
+            });
             return Simulation {
                 existing,
                 new: None,
@@ -484,7 +572,7 @@ impl<'a> World<'a> {
         // alone, then new NodeClaims for what they leave over. The second, the costly one,
         // depends only on the leftovers and the NodePools, so it is reused while churn
         // elsewhere in the cluster re-runs the first.
-        let existing = self.existing_run(&classes, &gone, removed);
+        let existing = self.existing_run(&classes, &removed);
         if existing.failures.is_empty() || !new_nodeclaims {
             return Simulation {
                 existing,
@@ -510,7 +598,7 @@ impl<'a> World<'a> {
         let new = self
             .memo
             .borrow_mut()
-            .get_or("new", key, || self.solve(&rest, &[], true, removed));
+            .get_or("new", key, || self.solve(&rest, &[], true, &removed));
         Simulation {
             existing,
             new: Some(new),
@@ -531,17 +619,8 @@ impl<'a> World<'a> {
     /// - a chunk whose largest free room holds no pod still to place is skipped unread;
     /// - a chunk's run is memoised by its nodes' fingerprints and what enters it, so churn on a
     ///   few nodes re-runs only their chunks.
-    fn existing_run(
-        &self,
-        classes: &[SimClass<'a>],
-        gone: &BTreeSet<usize>,
-        removed: &BTreeSet<&str>,
-    ) -> Rc<SolverOutput> {
-        let gone_names: Vec<&str> = gone
-            .iter()
-            .map(|&i| self.destinations[i].node.name.as_str())
-            .collect();
-        let walk_key = stable_hash(&("walk", &self.existing_key(classes), &gone_names));
+    fn existing_run(&self, classes: &[SimClass<'a>], removed: &Removed) -> Rc<SolverOutput> {
+        let walk_key = stable_hash(&("walk", &self.existing_key(classes), removed.key()));
         let prefix_of = |covered: usize| {
             covered
                 .checked_sub(1)
@@ -571,7 +650,7 @@ impl<'a> World<'a> {
             }
             // A node with no room for one pod of any class still to place takes nothing.
             let members: Vec<usize> = (chunk.start..chunk.end)
-                .filter(|i| !gone.contains(i) && fits(&self.free[*i]))
+                .filter(|&i| !removed.contains_index(i) && fits(&self.free[i]))
                 .collect();
             if members.is_empty() {
                 continue;
@@ -649,7 +728,7 @@ impl<'a> World<'a> {
         classes: &[SimClass<'a>],
         destinations: &[usize],
         with_pools: bool,
-        removed: &BTreeSet<&str>,
+        removed: &Removed,
     ) -> SolverOutput {
         let chosen: BTreeSet<usize> = destinations.iter().copied().collect();
         let nodes: Vec<&NodeState> = destinations.iter().map(|&i| self.destinations[i]).collect();
@@ -843,7 +922,7 @@ mod tests {
                 .zip(classes)
                 .map(|(id, c)| (*id, (c, compat)))
                 .collect(),
-            nodes.iter().collect(),
+            nodes.iter().map(|n| (fingerprint(n), n)).collect(),
             |_| true,
             memo,
         )
@@ -876,7 +955,8 @@ mod tests {
                     )
                 })
                 .collect();
-            let chunked = world.simulate(&removed, &pods, false);
+            let own: Vec<&str> = removed.iter().copied().collect();
+            let chunked = world.simulate(&Taken::default(), &own, &pods, false);
             let whole = whole_run(&classes, &compat, &pods, &nodes, &removed);
             let chunks = world.chunks.len();
             assert!(chunks > 3, "round {round}: {chunks} chunks test little");
@@ -934,7 +1014,8 @@ mod tests {
                 for (pods, removed_names) in &asks {
                     let removed: BTreeSet<&str> =
                         removed_names.iter().map(String::as_str).collect();
-                    let kept = world.simulate(&removed, pods, false);
+                    let own: Vec<&str> = removed.iter().copied().collect();
+                    let kept = world.simulate(&Taken::default(), &own, pods, false);
                     let chosen: Vec<PodClass> = pods
                         .iter()
                         .filter_map(|(id, _)| ids.iter().position(|i| i == id))
