@@ -365,7 +365,8 @@ impl<'a> World<'a> {
         is_destination: impl Fn(&NodeState) -> bool,
         memo: &'a RefCell<Memo>,
     ) -> World<'a> {
-        let (mut destinations, others): (Vec<(u64, &NodeState)>, Vec<(u64, &NodeState)>) =
+        type Fingerprinted<'n> = Vec<(u64, &'n NodeState)>;
+        let (mut destinations, others): (Fingerprinted, Fingerprinted) =
             nodes.into_iter().partition(|(_, n)| is_destination(n));
         destinations.sort_by(|a, b| a.1.node.name.cmp(&b.1.node.name));
         let fingerprints: Vec<u64> = destinations.iter().map(|(f, _)| *f).collect();
