@@ -930,7 +930,8 @@ mod tests {
     }
 
     /// The chunked existing-node run must be the solver's own answer over all the nodes,
-    /// including hostname spread caps, removed nodes and pods that do not fit anywhere.
+    /// including hostname spread caps, removed nodes (taken by earlier commands or the check's
+    /// own) and pods that do not fit anywhere.
     #[test]
     fn chunked_existing_runs_equal_one_solver_run_over_every_node() {
         let classes = test_classes();
@@ -943,7 +944,7 @@ mod tests {
                 .collect();
             let memo = RefCell::new(Memo::default());
             let world = world(&classes, &ids, &compat, &nodes, &memo);
-            let removed_names: Vec<String> = (0..rng.below(4))
+            let removed_names: Vec<String> = (0..rng.below(8))
                 .map(|_| format!("node-{:04}", rng.below(300)))
                 .collect();
             let removed: BTreeSet<&str> = removed_names.iter().map(String::as_str).collect();
@@ -956,8 +957,18 @@ mod tests {
                     )
                 })
                 .collect();
-            let own: Vec<&str> = removed.iter().copied().collect();
-            let chunked = world.simulate(&Taken::default(), &own, &pods, false);
+            // Some of the removed nodes were taken by earlier commands, the rest are the
+            // check's own.
+            let mut taken = Taken::default();
+            let mut own = Vec::new();
+            for (k, name) in removed.iter().enumerate() {
+                if k % 2 == 0 {
+                    world.take(&mut taken, [name.to_string()]);
+                } else {
+                    own.push(*name);
+                }
+            }
+            let chunked = world.simulate(&taken, &own, &pods, false);
             let whole = whole_run(&classes, &compat, &pods, &nodes, &removed);
             let chunks = world.chunks.len();
             assert!(chunks > 3, "round {round}: {chunks} chunks test little");
@@ -972,7 +983,8 @@ mod tests {
     /// A walk kept from an earlier evaluation must give the answer a fresh run would, whatever
     /// changed since: nodes' room before, inside or after the chunks it read, nodes joining
     /// (also past the end of a walk that placed nothing) or leaving, the classes' requirements
-    /// (a zone), and their prices (which such runs do not read, so walks stand through them).
+    /// (a zone), nodes an earlier command of the evaluation took, and the classes' prices
+    /// (which such runs do not read, so walks stand through them).
     /// The memo is shared across all rounds, as the commands query shares it across
     /// evaluations.
     #[test]
@@ -1012,11 +1024,21 @@ mod tests {
             }
             {
                 let world = world(&classes, &ids, &compat, &nodes, &memo);
+                // In every other stretch of five evaluations an earlier command took a node,
+                // one early in name order, where walks read.
+                let mut taken = Taken::default();
+                let taken_name = format!("node-{:04}", (round / 10) % 10);
+                if (round / 5) % 2 == 0 {
+                    world.take(&mut taken, [taken_name.clone()]);
+                }
                 for (pods, removed_names) in &asks {
-                    let removed: BTreeSet<&str> =
+                    let mut removed: BTreeSet<&str> =
                         removed_names.iter().map(String::as_str).collect();
                     let own: Vec<&str> = removed.iter().copied().collect();
-                    let kept = world.simulate(&Taken::default(), &own, pods, false);
+                    let kept = world.simulate(&taken, &own, pods, false);
+                    if taken.contains(&taken_name) {
+                        removed.insert(&taken_name);
+                    }
                     let chosen: Vec<PodClass> = pods
                         .iter()
                         .filter_map(|(id, _)| ids.iter().position(|i| i == id))
