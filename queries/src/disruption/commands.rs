@@ -59,7 +59,7 @@ pub const SPOT_TO_SPOT_GATE: &str = "SpotToSpotConsolidation";
 pub enum Part {
     Candidate(Candidate),
     Forced(String, Forced),
-    /// A node's state with its [`fingerprint`], computed here as the state changes.
+    /// A node's state with its [`super::simulate::fingerprint`], computed as the state changes.
     Node(u64, NodeState),
     Class(ClassId, PodClass, Compatibility),
     Pool(PoolTypes),

@@ -10,9 +10,11 @@
 //!   chunk taking what the ones before it left, stopping once every pod has a place; the
 //!   costly new-NodeClaim part depends only on the leftovers and the NodePools.
 //! - **A memo across evaluations.** A run's answer is a function of what it is given; results
-//!   are kept by a stable hash of exactly that (the pods and their compatibility, the nodes'
-//!   fingerprints, and for new NodeClaims the NodePools and limits), so a change elsewhere in
-//!   the cluster re-runs only the chunks that could see it.
+//!   are kept by a stable hash of exactly that (the pods and the part of their compatibility
+//!   the run reads, the nodes' fingerprints, and for new NodeClaims the NodePools and limits),
+//!   so a change elsewhere in the cluster re-runs only the chunks that could see it. A
+//!   candidate's whole walk over the chunks is kept too, and stands while the chunks it read
+//!   are unchanged.
 
 use crate::solver::{solve, ClassInput, SolverInput, SolverOutput};
 use crate::types::{ClassId, Compatibility, NodeState, PodClass, PoolTypes};
@@ -29,7 +31,7 @@ use std::rc::Rc;
 type SimClass<'a> = (ClassId, &'a PodClass, &'a Compatibility, i64);
 
 /// Simulation results kept between evaluations. An entry not used for its kind's number of
-/// evaluations (see [`keep_for`]) is dropped, so the memo holds about as much as the latest
+/// evaluations (see `keep_for`) is dropped, so the memo holds about as much as the latest
 /// evaluations used.
 #[derive(Default)]
 pub struct Memo {
@@ -286,6 +288,14 @@ fn append_placements(
     }
 }
 
+/// Each class with its count and its hash from `hashes`.
+fn keyed(classes: &[SimClass<'_>], hashes: &BTreeMap<ClassId, u64>) -> Vec<(ClassId, i64, u64)> {
+    classes
+        .iter()
+        .map(|(id, _, _, n)| (*id, *n, hashes.get(id).copied().unwrap_or(0)))
+        .collect()
+}
+
 /// True when the class's placement depends on pods on nodes it does not land on, so a
 /// simulation must see every node: a spread or anti-affinity over a zone-like key (counts per
 /// domain), or any required pod affinity (is a peer running anywhere?). Hostname spread and
@@ -475,7 +485,7 @@ impl<'a> World<'a> {
 
     /// Adds nodes to an evaluation's taken set.
     pub fn take(&self, taken: &mut Taken, names: impl IntoIterator<Item = String>) {
-        let mut grew = false;
+        let (mut grew, mut limited_grew) = (false, false);
         for name in names {
             if taken.names.contains(&name) {
                 continue;
@@ -485,13 +495,16 @@ impl<'a> World<'a> {
             }
             if self.limited_nodes.contains(name.as_str()) {
                 taken.limited.insert(name.clone());
-                taken.limited_key = stable_hash(&taken.limited);
+                limited_grew = true;
             }
             taken.names.insert(name);
             grew = true;
         }
         if grew {
             taken.key = stable_hash(&taken.names);
+        }
+        if limited_grew {
+            taken.limited_key = stable_hash(&taken.limited);
         }
     }
 
@@ -709,19 +722,13 @@ impl<'a> World<'a> {
     /// What a simulation's answer depends on for its pods: each class, its count, and a hash of
     /// its compatibility.
     fn class_key(&self, classes: &[SimClass<'a>]) -> Vec<(ClassId, i64, u64)> {
-        classes
-            .iter()
-            .map(|(id, _, _, n)| (*id, *n, self.compat_hashes.get(id).copied().unwrap_or(0)))
-            .collect()
+        keyed(classes, &self.compat_hashes)
     }
 
     /// What a run over existing nodes alone depends on for its pods: each class, its count, and
     /// a hash of the part of its compatibility such a run reads.
     fn existing_key(&self, classes: &[SimClass<'a>]) -> Vec<(ClassId, i64, u64)> {
-        classes
-            .iter()
-            .map(|(id, _, _, n)| (*id, *n, self.existing_hashes.get(id).copied().unwrap_or(0)))
-            .collect()
+        keyed(classes, &self.existing_hashes)
     }
 
     fn solve(
