@@ -36,6 +36,10 @@ pub(crate) fn node(root: &At) -> FieldResult<Node> {
         }
         None => Default::default(),
     };
+    let capacity = match &status {
+        Some(status) => status.quantity_map("capacity")?,
+        None => Default::default(),
+    };
     let not_ready = match &status {
         Some(s) => !is_ready(s)?,
         None => false,
@@ -47,6 +51,7 @@ pub(crate) fn node(root: &At) -> FieldResult<Node> {
         annotations: m.annotations,
         taints: taint_list,
         allocatable: to_resources(&allocatable),
+        capacity: to_resources(&capacity),
         in_flight: false,
         unschedulable: unschedulable || m.deleting,
         provider_id,
@@ -166,11 +171,12 @@ pub(crate) fn nodeclaim(root: &At) -> FieldResult<Claim> {
         }
     }
     let status = root.obj("status")?;
-    let (node_name, provider_id, allocatable) = match &status {
+    let (node_name, provider_id, allocatable, capacity) = match &status {
         Some(s) => {
+            let capacity = s.quantity_map("capacity")?;
             let alloc = s.quantity_map("allocatable")?;
             let alloc = if alloc.is_empty() {
-                s.quantity_map("capacity")?
+                capacity.clone()
             } else {
                 alloc
             };
@@ -178,9 +184,10 @@ pub(crate) fn nodeclaim(root: &At) -> FieldResult<Claim> {
                 s.str("nodeName")?.filter(|n| !n.is_empty()),
                 s.str("providerID")?.filter(|p| !p.is_empty()),
                 alloc,
+                capacity,
             )
         }
-        None => (None, None, Default::default()),
+        None => (None, None, Default::default(), Default::default()),
     };
     let launched = launched_with(root, status.as_ref())?;
     let last_pod_event_ms = match &status {
@@ -194,6 +201,7 @@ pub(crate) fn nodeclaim(root: &At) -> FieldResult<Claim> {
         annotations: m.annotations.clone(),
         taints: Vec::new(),
         allocatable: to_resources(&allocatable),
+        capacity: to_resources(&capacity),
         in_flight: true,
         unschedulable: m.deleting,
         provider_id: provider_id.clone(),

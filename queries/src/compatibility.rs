@@ -22,6 +22,19 @@ const MAX_LEVELS: usize = 16;
 
 /// The requirement sets a class is tried with, strictest first.
 pub fn relaxation_levels(class: &PodClass) -> Vec<Requirements> {
+    levels(class).into_iter().map(|(r, _)| r).collect()
+}
+
+/// Whether relaxation level `level` had to drop a preferred node-affinity term. Karpenter gets
+/// there only after dropping every preferred pod (anti-)affinity term.
+pub fn drops_node_preference(class: &PodClass, level: u32) -> bool {
+    levels(class)
+        .get(level as usize)
+        .is_some_and(|(_, dropped)| *dropped)
+}
+
+/// The relaxation levels, each with whether it dropped a preferred node-affinity term.
+fn levels(class: &PodClass) -> Vec<(Requirements, bool)> {
     let s = &class.scheduling;
     let mut base = s.node_selector.clone();
     if let Some(zones) = &s.volume_zones {
@@ -50,13 +63,13 @@ pub fn relaxation_levels(class: &PodClass) -> Vec<Requirements> {
     };
     let mut levels = Vec::new();
     for r in &required {
-        levels.push(combine(*r, preferred[0]));
+        levels.push((combine(*r, preferred[0]), false));
     }
     let last = required.last().copied().flatten();
     for p in preferred.iter().skip(1) {
-        levels.push(combine(last, *p));
+        levels.push((combine(last, *p), true));
     }
-    levels.dedup();
+    levels.dedup_by(|later, earlier| later.0 == earlier.0);
     levels.truncate(MAX_LEVELS);
     levels
 }

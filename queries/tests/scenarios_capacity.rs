@@ -452,6 +452,47 @@ fn nodepool_limits_make_pods_unschedulable() {
 }
 
 #[test]
+fn nodepool_limits_count_existing_nodes_by_capacity() {
+    // Karpenter sums node capacity (not allocatable) into a NodePool's usage. A node of
+    // capacity 4 CPU (allocatable 3) leaves 1 CPU of a 5-CPU limit: too little for any type
+    // with room for a 1500m pod, although 2 CPU (what allocatable would leave) buys one.
+    assert!(cat()
+        .iter()
+        .filter(|it| has_room(it, 1500, 512, 1))
+        .all(|it| it.capacity.cpu > 1000));
+    assert!(cat()
+        .iter()
+        .any(|it| has_room(it, 1500, 512, 1) && it.capacity.cpu <= 2000));
+    let pool = on_demand_pool("capped", "", "  limits:\n    cpu: \"5\"") + NODECLASS;
+    let full = r#"
+apiVersion: v1
+kind: Node
+metadata:
+  name: busy
+  labels:
+    karpenter.sh/nodepool: capped
+    topology.kubernetes.io/zone: us-east-1a
+    kubernetes.io/hostname: busy
+spec:
+  taints:
+    - {key: dedicated, value: other, effect: NoSchedule}
+status:
+  capacity: {cpu: "4", memory: 16Gi, pods: "58"}
+  allocatable: {cpu: "3", memory: 14Gi, pods: "58"}
+---
+"#;
+    let out = plan(&(pool.clone() + full + &pod("p", "1500m", "512Mi", "", "")));
+    assert!(out.launches.is_empty(), "{:?}", out.launches);
+    let r = out.unschedulable.get("default/p").expect("unschedulable");
+    assert!(r.contains("capped") && r.contains("limits"), "{r}");
+
+    // Without a reported capacity, allocatable is what counts.
+    let no_capacity = full.replace("  capacity: {cpu: \"4\", memory: 16Gi, pods: \"58\"}\n", "");
+    let out = plan(&(pool + &no_capacity + &pod("p", "1500m", "512Mi", "", "")));
+    assert_eq!(out.launches.len(), 1, "{out:?}");
+}
+
+#[test]
 fn launch_names_are_deterministic() {
     let yaml = default_pool()
         + &pods(

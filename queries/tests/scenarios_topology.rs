@@ -266,30 +266,97 @@ fn spreads_over_zone_and_capacity_type_hold_together() {
     );
 }
 
-#[test]
-fn soft_spread_and_preferred_anti_affinity_are_relaxed_at_once() {
-    // dovetail's documented behaviour, which differs from Karpenter: a ScheduleAnyway spread and
-    // preferred pod anti-affinity are dropped straight away (Karpenter tries them first and
-    // relaxes on failure), so the pods pack exactly as if they had neither.
-    let soft = r#"  topologySpreadConstraints:
-    - maxSkew: 1
-      topologyKey: topology.kubernetes.io/zone
-      whenUnsatisfiable: ScheduleAnyway
-      labelSelector:
-        matchLabels: {app: soft}
-  affinity:
-    podAntiAffinity:
+/// Pod (anti-)affinity YAML under `spec:` for one term on `key` selecting `app`, with `kind`
+/// `podAffinity` or `podAntiAffinity`, preferred with `weight`.
+fn preferred(kind: &str, key: &str, app: &str, weight: i32) -> String {
+    format!(
+        r#"  affinity:
+    {kind}:
       preferredDuringSchedulingIgnoredDuringExecution:
-        - weight: 100
+        - weight: {weight}
           podAffinityTerm:
-            topologyKey: kubernetes.io/hostname
+            topologyKey: {key}
             labelSelector:
-              matchLabels: {app: soft}"#;
-    let expected = lowest_price_per_pod_split(6, 250, 512);
-    assert!(expected.iter().any(|k| *k > 1), "{expected:?}");
-    let out = plan(&(default_pool() + &pods(6, "soft", "250m", "512Mi", "app: soft", soft)));
+              matchLabels: {{app: {app}}}"#
+    )
+}
+
+#[test]
+fn preferred_hostname_anti_affinity_is_held_while_new_nodes_can_meet_it() {
+    // Karpenter treats a preference as required until a pod fails to schedule: six pods that
+    // prefer not to share a node get six NodeClaims, although one node would hold them all.
+    let spec = preferred("podAntiAffinity", "kubernetes.io/hostname", "solo", 100);
+    let out = plan(&(default_pool() + &pods(6, "solo", "250m", "512Mi", "app: solo", &spec)));
     assert!(out.unschedulable.is_empty(), "{out:?}");
-    let mut held: Vec<usize> = pods_per_launch(&out).values().map(Vec::len).collect();
-    held.sort_unstable();
-    assert_eq!(held, expected, "{:?}", out.launches);
+    let held: Vec<usize> = pods_per_launch(&out).values().map(Vec::len).collect();
+    assert_eq!(held, vec![1; 6], "{:?}", out.launches);
+}
+
+#[test]
+fn preferred_zone_anti_affinity_is_relaxed_for_the_pods_that_cannot_meet_it() {
+    // Five pods that prefer a zone of their own: three zones satisfy three of them; the other
+    // two fail, their preference is dropped, and they are scheduled anyway.
+    let spec = preferred(
+        "podAntiAffinity",
+        "topology.kubernetes.io/zone",
+        "apart",
+        100,
+    );
+    let out = plan(&(default_pool() + &pods(5, "apart", "250m", "512Mi", "app: apart", &spec)));
+    assert!(out.unschedulable.is_empty(), "{out:?}");
+    let per_zone = pods_per_zone(&out, "default/apart-");
+    assert_eq!(per_zone.values().sum::<usize>(), 5, "{per_zone:?}");
+    assert_eq!(per_zone.len(), 3, "{per_zone:?}");
+}
+
+#[test]
+fn unsatisfiable_preferred_affinity_is_dropped_before_a_schedule_anyway_spread() {
+    // Karpenter's order: preferred pod affinity goes first, ScheduleAnyway spreads last. The
+    // affinity selects no pod, so it is dropped; the zone spread is still held, and three pods
+    // land in three zones (dropping both would pack them into one node).
+    let spec = format!(
+        "{}\n{}",
+        spread("topology.kubernetes.io/zone", "even").replace("DoNotSchedule", "ScheduleAnyway"),
+        preferred("podAffinity", "topology.kubernetes.io/zone", "absent", 50)
+    );
+    let out = plan(&(default_pool() + &pods(3, "even", "250m", "512Mi", "app: even", &spec)));
+    assert!(out.unschedulable.is_empty(), "{out:?}");
+    let per_zone = pods_per_zone(&out, "default/even-");
+    assert_eq!(
+        per_zone.values().copied().collect::<Vec<_>>(),
+        vec![1, 1, 1],
+        "{per_zone:?}"
+    );
+}
+
+#[test]
+fn a_schedule_anyway_spread_is_dropped_when_it_cannot_be_met() {
+    // No new node can be launched (the NodePool's CPU limit is used up) and the only node with
+    // room is in us-east-1a. Held as a constraint, the zone spread would send copies to 1b and
+    // 1c, where they cannot go; those copies are retried without it and join the others.
+    let pool = nodepool(
+        "default",
+        0,
+        "        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}",
+        "",
+        "  limits:\n    cpu: \"4\"",
+    ) + NODECLASS;
+    let spec =
+        spread("topology.kubernetes.io/zone", "lop").replace("DoNotSchedule", "ScheduleAnyway");
+    let out = plan(
+        &(pool
+            + &node("node-a", "us-east-1a", "4", "16Gi", "110")
+            + &pods(4, "lop", "250m", "512Mi", "app: lop", &spec)),
+    );
+    assert!(out.unschedulable.is_empty(), "{out:?}");
+    assert!(out.launches.is_empty(), "{:?}", out.launches);
+    for i in 0..4 {
+        assert_eq!(
+            out.bindings
+                .get(&format!("default/lop-{i}"))
+                .map(String::as_str),
+            Some("node-a"),
+            "{out:?}"
+        );
+    }
 }

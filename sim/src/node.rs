@@ -85,6 +85,7 @@ pub fn node_for_instance(
         annotations: BTreeMap::new(),
         taints,
         allocatable: instance_type.allocatable(),
+        capacity: instance_type.capacity.clone(),
         in_flight: false,
         unschedulable: false,
         provider_id: Some(instance.provider_id()),

@@ -180,6 +180,7 @@ impl Cluster {
             nodeclaim: Some(name.clone()),
             labels,
             allocatable: it.allocatable(),
+            capacity: it.capacity.clone(),
             provider_id: Some(format!("aws:///{zone}/i-{name}")),
             created_ms: Some(created_ms),
             ..Node::default()

@@ -16,6 +16,9 @@ pub struct Node {
     pub annotations: BTreeMap<String, String>,
     pub taints: Vec<Taint>,
     pub allocatable: Resources,
+    /// `status.capacity`: what NodePool limits count, as Karpenter sums node capacity into a
+    /// NodePool's `status.resources`. Empty when unknown; allocatable counts instead.
+    pub capacity: Resources,
     /// True for a NodeClaim not yet registered as a Node.
     pub in_flight: bool,
     /// `spec.unschedulable` (cordoned) or marked for deletion.
@@ -45,6 +48,18 @@ pub struct LaunchedWith {
     pub security_group_ids: Vec<String>,
     /// Whether Nitro Enclaves were enabled (`None`: unknown).
     pub enclaves: Option<bool>,
+}
+
+impl Node {
+    /// What the node charges against its NodePool's limits: its capacity, or its allocatable
+    /// when the capacity is not known.
+    pub fn limit_usage(&self) -> &Resources {
+        if self.capacity.is_zero() {
+            &self.allocatable
+        } else {
+            &self.capacity
+        }
+    }
 }
 
 /// A DaemonSet's pod template: it lands on every node whose labels and taints admit it, and its

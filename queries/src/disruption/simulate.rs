@@ -420,7 +420,7 @@ impl<'a> World<'a> {
                     .get(dovetail_dataflow::model::labels::NODEPOOL)
                 {
                     if limited.contains(pool.as_str()) {
-                        limit_usage.push((n.node.name.as_str(), &n.node.allocatable));
+                        limit_usage.push((n.node.name.as_str(), n.node.limit_usage()));
                         limited_nodes.insert(n.node.name.as_str());
                     }
                 }

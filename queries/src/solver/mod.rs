@@ -7,7 +7,9 @@
 //! remaining type allows (so a run costs O(classes × bins), not O(pods)). Topology spread across
 //! zones or capacity types deals copies over domains first (water-filling, which is what a
 //! skew check admitting one pod at a time converges to); hostname spread and anti-affinity cap
-//! copies per bin.
+//! copies per bin. Preferred pod (anti-)affinity and ScheduleAnyway spreads are held as
+//! constraints, and the copies that fail are retried with them dropped one at a time in
+//! Karpenter's order.
 //!
 //! It is a pure function of its input, so the incremental engine and a from-scratch run agree.
 
@@ -100,7 +102,7 @@ pub fn solve(input: SolverInput<'_>) -> SolverOutput {
     nodes.sort_by(|a, b| a.node.name.cmp(&b.node.name));
     let mut solver = Solver::new(pools, classes, nodes, &input.bystanders);
     for ci in 0..solver.classes.len() {
-        solver.place_class(ci);
+        solver.place_class_relaxing(ci);
     }
     solver.finish()
 }
@@ -167,7 +169,11 @@ impl<'a> Solver<'a> {
         let mut topo = Topology::default();
         let mut class_topo: Vec<ClassTopology> = classes
             .iter()
-            .map(|c| topo.class_constraints(c.class))
+            .map(|c| {
+                let pod_preferences =
+                    !crate::compatibility::drops_node_preference(c.class, c.compat.relaxation);
+                topo.class_constraints(c.class, pod_preferences)
+            })
             .collect();
         for (t, c) in class_topo.iter_mut().zip(&classes) {
             t.member_of = topo.memberships(c.class);
@@ -212,7 +218,7 @@ impl<'a> Solver<'a> {
                 for n in nodes.iter().chain(bystanders) {
                     if n.node.labels.get(NODEPOOL) == Some(&p.nodepool.name) {
                         for (r, v) in left.iter_mut() {
-                            *v -= n.node.allocatable.get(r);
+                            *v -= n.node.limit_usage().get(r);
                         }
                     }
                 }
@@ -286,8 +292,24 @@ impl<'a> Solver<'a> {
         out
     }
 
-    fn place_class(&mut self, ci: usize) {
-        let n = self.classes[ci].count;
+    /// Places the class's copies holding its preferences as constraints; the copies that fail
+    /// are tried again with the next preference dropped (Karpenter relaxes a pod one step per
+    /// failed attempt), and only the last attempt's failures stand.
+    fn place_class_relaxing(&mut self, ci: usize) {
+        let mut left = self.classes[ci].count;
+        loop {
+            let mark = self.failures.len();
+            self.place_class(ci, left);
+            let failed: i64 = self.failures[mark..].iter().map(|f| f.count).sum();
+            if failed == 0 || !self.class_topo[ci].relax() {
+                return;
+            }
+            self.failures.truncate(mark);
+            left = failed;
+        }
+    }
+
+    fn place_class(&mut self, ci: usize, n: i64) {
         if n <= 0 {
             return;
         }
@@ -793,7 +815,7 @@ impl<'a> Solver<'a> {
     fn commit(&mut self, b: usize, ci: usize, fit: Fit) {
         let req = self.classes[ci].class.scheduling.requests.times(fit.copies);
         let member_of = self.class_topo[ci].member_of.clone();
-        let anti = self.class_topo[ci].anti_affinity.clone();
+        let anti = self.class_topo[ci].refuses.clone();
         {
             let bin = &mut self.bins[b];
             bin.used.add_assign(&req);

@@ -25,15 +25,51 @@ impl Group {
     }
 }
 
-/// A class's hard topology constraints, by group index.
+/// A class's topology constraints, by group index: the required ones and the soft ones still
+/// honoured (Karpenter treats preferences as required until a pod fails to schedule).
 #[derive(Debug, Clone, Default)]
 pub struct ClassTopology {
-    /// DoNotSchedule spreads: (group, maxSkew, minDomains).
+    /// Spreads held to: (group, maxSkew, minDomains).
     pub spreads: Vec<(usize, i64, Option<i64>)>,
     pub affinity: Vec<usize>,
     pub anti_affinity: Vec<usize>,
     /// Groups that count this class's own pods.
     pub member_of: BTreeSet<usize>,
+    /// The soft constraints among the above, in the order they are dropped.
+    pub soft: Vec<Soft>,
+    /// Required anti-affinity groups: a bin holding this class refuses their pods. A preferred
+    /// term binds only the pod that has it, as kube-scheduler scores it only for that pod.
+    pub refuses: Vec<usize>,
+}
+
+/// A preference held as a constraint until it is relaxed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Soft {
+    Affinity(usize),
+    AntiAffinity(usize),
+    Spread(usize, i64, Option<i64>),
+}
+
+impl ClassTopology {
+    /// Drops the next soft constraint, as Karpenter's `Preferences.Relax` does one per failed
+    /// attempt; false when none is left.
+    pub fn relax(&mut self) -> bool {
+        if self.soft.is_empty() {
+            return false;
+        }
+        let next = self.soft.remove(0);
+        fn drop_one<T: PartialEq>(list: &mut Vec<T>, item: &T) {
+            if let Some(i) = list.iter().position(|x| x == item) {
+                list.remove(i);
+            }
+        }
+        match next {
+            Soft::Affinity(g) => drop_one(&mut self.affinity, &g),
+            Soft::AntiAffinity(g) => drop_one(&mut self.anti_affinity, &g),
+            Soft::Spread(g, skew, min) => drop_one(&mut self.spreads, &(g, skew, min)),
+        }
+        true
+    }
 }
 
 /// Every group the classes mention, with the per-domain counts of label-keyed groups.
@@ -57,22 +93,32 @@ impl Topology {
         i
     }
 
-    /// Registers the constraints of `class` and returns them by group index.
-    /// ScheduleAnyway spreads and preferred (anti-)affinity are soft: they are relaxed at once
-    /// (Karpenter tries them first and relaxes on failure).
-    pub fn class_constraints(&mut self, class: &PodClass) -> ClassTopology {
+    /// Registers the constraints of `class` and returns them by group index, preferences
+    /// included as soft constraints in Karpenter's relaxation order: preferred pod affinity
+    /// terms (heaviest first), then preferred anti-affinity terms (heaviest first), then
+    /// ScheduleAnyway spreads (in the order Karpenter's swap-removal takes them). Preferred
+    /// node affinity sits between the anti-affinity terms and the spreads in Karpenter's order;
+    /// it is relaxed by the compatibility query, and `pod_preferences` is false when that query
+    /// already had to drop a node preference, which Karpenter reaches only after dropping every
+    /// preferred pod (anti-)affinity term.
+    pub fn class_constraints(&mut self, class: &PodClass, pod_preferences: bool) -> ClassTopology {
         let own_ns = || BTreeSet::from([class.namespace.clone()]);
         let mut out = ClassTopology::default();
-        for s in &class.scheduling.topology_spread {
-            if s.when_unsatisfiable != WhenUnsatisfiable::DoNotSchedule {
-                continue;
-            }
-            let g = self.intern(Group {
+        let spreads = &class.scheduling.topology_spread;
+        let spread_group = |this: &mut Self, i: usize| {
+            let s = &spreads[i];
+            let g = this.intern(Group {
                 key: s.topology_key.clone(),
                 selector: s.selector.clone(),
                 namespaces: own_ns(),
             });
-            out.spreads.push((g, s.max_skew.max(1), s.min_domains));
+            (g, s.max_skew.max(1), s.min_domains)
+        };
+        for (i, s) in spreads.iter().enumerate() {
+            if s.when_unsatisfiable == WhenUnsatisfiable::DoNotSchedule {
+                let c = spread_group(self, i);
+                out.spreads.push(c);
+            }
         }
         for term in &class.scheduling.pod_affinity {
             let g = self.term_group(class, term);
@@ -81,6 +127,30 @@ impl Topology {
         for term in &class.scheduling.pod_anti_affinity {
             let g = self.term_group(class, term);
             out.anti_affinity.push(g);
+            out.refuses.push(g);
+        }
+        if pod_preferences {
+            for term in by_weight(&class.scheduling.preferred_pod_affinity) {
+                let g = self.term_group(class, term);
+                out.affinity.push(g);
+                out.soft.push(Soft::Affinity(g));
+            }
+            for term in by_weight(&class.scheduling.preferred_pod_anti_affinity) {
+                let g = self.term_group(class, term);
+                out.anti_affinity.push(g);
+                out.soft.push(Soft::AntiAffinity(g));
+            }
+        }
+        // Karpenter removes the first ScheduleAnyway spread by moving the last constraint into
+        // its place, which decides the order of the next removals.
+        let mut left: Vec<usize> = (0..spreads.len()).collect();
+        while let Some(i) = left
+            .iter()
+            .position(|&j| spreads[j].when_unsatisfiable != WhenUnsatisfiable::DoNotSchedule)
+        {
+            let (g, skew, min) = spread_group(self, left.swap_remove(i));
+            out.spreads.push((g, skew, min));
+            out.soft.push(Soft::Spread(g, skew, min));
         }
         out
     }
@@ -135,6 +205,13 @@ impl Topology {
             .copied()
             .unwrap_or(0)
     }
+}
+
+/// Terms heaviest first, equal weights in their given order (Karpenter's stable sort).
+fn by_weight(terms: &[(i32, PodAffinityTerm)]) -> Vec<&PodAffinityTerm> {
+    let mut sorted: Vec<&(i32, PodAffinityTerm)> = terms.iter().collect();
+    sorted.sort_by_key(|t| std::cmp::Reverse(t.0));
+    sorted.into_iter().map(|(_, t)| t).collect()
 }
 
 /// Deals `n` copies over `domains` so that each copy goes to a domain with the fewest matching
