@@ -183,6 +183,31 @@ fn capacity_type_spot_and_on_demand() {
 }
 
 #[test]
+fn a_nodepool_without_a_capacity_type_requirement_may_launch_spot() {
+    // Karpenter v1 sets no default: its AWS provider launches spot when the requirements allow
+    // it and a spot offering exists (the on-demand default was a pre-v1 webhook).
+    let pool = nodepool(
+        "open",
+        0,
+        "        - {key: kubernetes.io/arch, operator: In, values: [amd64]}",
+        "",
+        "",
+    ) + NODECLASS;
+    let out = plan(&(pool + &pod("p", "1", "1Gi", "", "")));
+    let l = out.launch_of("default/p").expect("launched");
+    assert!(l.capacity_types.contains(&"spot".to_string()), "{l:?}");
+    let cheapest_spot = cat()
+        .iter()
+        .filter(|it| {
+            label(it, "kubernetes.io/arch") == Some("amd64") && has_room(it, 1000, 1024, 1)
+        })
+        .filter_map(|it| price_in(it, "spot", &ZONES))
+        .min()
+        .expect("a spot type");
+    assert_eq!(l.price.0, cheapest_spot, "{l:?}");
+}
+
+#[test]
 fn zone_by_node_selector_and_by_node_affinity() {
     let affinity = r#"  affinity:
     nodeAffinity:
