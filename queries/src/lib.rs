@@ -9,6 +9,7 @@ pub mod node_usage;
 pub mod nodepool_types;
 pub mod overlay;
 pub mod packing;
+pub mod packing_groups;
 pub mod pod_classes;
 pub mod solver;
 pub mod types;
@@ -141,11 +142,18 @@ fn build<'s>(
     let compat = compatibility::compatibility(specs.clone(), pools.clone());
     let usage = node_usage::node_usage(nodes.clone(), pods.clone(), daemonsets);
     let cluster_bound = lower_bound::cluster_lower_bound(class_counts, compat.clone());
+    let groups = packing_groups::packing_groups(
+        classes.clone(),
+        compat.clone(),
+        pools.clone(),
+        usage.clone(),
+    );
     let packed = packing::packing(
         classes.clone(),
         compat.clone(),
         pools.clone(),
         usage.clone(),
+        groups,
     );
 
     let outcomes = packed.clone().flat_map(|p| match p {

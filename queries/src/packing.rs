@@ -6,9 +6,11 @@
 //! type that still fits its pods and launches the cheapest (see `solver` for the details).
 //! NodePool limits are charged with the largest candidate type, as Karpenter does.
 //!
-//! The packing is one group: NodePools share limits, existing nodes and topology domains, so a
-//! change anywhere may move any bin. Its cost is O(classes × bins) per change, not O(pods).
+//! It runs per packing group (`packing_groups`): classes that share no NodePool, no existing
+//! node and no topology term cannot affect each other, so a change re-plans only its group, at
+//! O(classes × bins) of that group, not O(pods). The lower bound is summed over the groups.
 
+use crate::packing_groups::{GroupId, Member, NodeSignature};
 use crate::solver::{solve, ClassInput, Failure, SolverInput};
 use crate::types::{ClassId, ClassMembers, Compatibility, NodeState, PodClass, PoolTypes};
 use differential_dataflow::VecCollection;
@@ -42,18 +44,36 @@ pub fn packing<'s>(
     compat: VecCollection<'s, Epoch, (ClassId, Compatibility)>,
     pools: VecCollection<'s, Epoch, (String, PoolTypes)>,
     nodes: VecCollection<'s, Epoch, (String, NodeState)>,
+    groups: VecCollection<'s, Epoch, (Member, GroupId)>,
 ) -> VecCollection<'s, Epoch, Packed> {
-    let classes = classes.join_map(compat, |id, m, c| {
-        (
-            (),
-            Part::Class(*id, m.class.clone(), m.members.len() as i64, c.clone()),
-        )
+    let class_groups = groups.clone().flat_map(|(m, g)| match m {
+        Member::Class(id) => Some((id, g)),
+        _ => None,
     });
-    pools
-        .map(|(_, p)| ((), Part::Pool(p)))
-        .concat(nodes.map(|(_, n)| ((), Part::Node(n))))
+    let pool_groups = groups.clone().flat_map(|(m, g)| match m {
+        Member::NodePool(name) => Some((name, g)),
+        _ => None,
+    });
+    let node_groups = groups.flat_map(|(m, g)| match m {
+        Member::Nodes(sig) => Some((sig, g)),
+        _ => None,
+    });
+    let classes = classes
+        .join_map(compat, |id, m, c| {
+            (
+                *id,
+                Part::Class(*id, m.class.clone(), m.members.len() as i64, c.clone()),
+            )
+        })
+        .join_map(class_groups, |_, part, g| (*g, part.clone()));
+    let pools = pools.join_map(pool_groups, |_, p, g| (*g, Part::Pool(p.clone())));
+    let nodes = nodes
+        .map(|(_, n)| (NodeSignature::of(&n.node).id(), n))
+        .join_map(node_groups, |_, n, g| (*g, Part::Node(n.clone())));
+    let packed = pools
+        .concat(nodes)
         .concat(classes)
-        .reduce_named("Packing", |_unit, parts, out| {
+        .reduce_named("Packing", |_group, parts, out| {
             let mut input = SolverInput {
                 pools: Vec::new(),
                 classes: Vec::new(),
@@ -96,5 +116,19 @@ pub fn packing<'s>(
             }
             out.push((Packed::LowerBound(solved.lower_bound), 1));
         })
-        .map(|((), p)| p)
+        .map(|(_, p)| p);
+    let bound = packed
+        .clone()
+        .flat_map(|p| match p {
+            Packed::LowerBound(b) => Some(((), b)),
+            _ => None,
+        })
+        .reduce_named("LowerBoundSum", |_unit, bounds, out| {
+            let sum: i64 = bounds.iter().map(|(b, n)| b.0 * (*n as i64)).sum();
+            out.push((Price(sum), 1));
+        })
+        .map(|((), b)| Packed::LowerBound(b));
+    packed
+        .filter(|p| !matches!(p, Packed::LowerBound(_)))
+        .concat(bound)
 }

@@ -47,6 +47,18 @@ spec:
         - {key: karpenter.k8s.aws/instance-family, operator: In, values: [m5, t3]}
         - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
 ---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: isolated}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      taints:
+        - {key: dedicated, value: isolated, effect: NoSchedule}
+      requirements:
+        - {key: karpenter.k8s.aws/instance-family, operator: In, values: [c5]}
+---
 apiVersion: karpenter.k8s.aws/v1
 kind: EC2NodeClass
 metadata: {name: default}
@@ -78,6 +90,8 @@ fn random_pod(rng: &mut Rng, i: usize) -> Pod {
         0 => "  topologySpreadConstraints:\n    - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: web}}}\n".to_string(),
         1 => "  affinity:\n    podAntiAffinity:\n      requiredDuringSchedulingIgnoredDuringExecution:\n        - {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: api}}}\n".to_string(),
         2 => "  nodeSelector: {kubernetes.io/arch: arm64}\n".to_string(),
+        // A packing group of its own, unless a spread over its app joins it to others.
+        3 => "  nodeSelector: {karpenter.sh/nodepool: isolated}\n  tolerations:\n    - {key: dedicated, operator: Equal, value: isolated, effect: NoSchedule}\n".to_string(),
         _ => String::new(),
     };
     let yaml = common::pod(
