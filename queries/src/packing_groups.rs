@@ -15,16 +15,16 @@
 //! appears. A class's requirement on the hostname is ignored when linking it to a signature,
 //! which can only join groups, never split them.
 
-use crate::solver::topology::Topology;
+use crate::solver::topology::{Group, Topology};
 use crate::types::{ClassId, ClassMembers, Compatibility, NodeState, PodClass, PoolTypes};
 use differential_dataflow::VecCollection;
 use dovetail_dataflow::engine::Epoch;
 use dovetail_dataflow::model::labels::{HOSTNAME, NODEPOOL};
 use dovetail_dataflow::model::taints::first_untolerated;
-use dovetail_dataflow::model::{Node, Requirements, Taint};
+use dovetail_dataflow::model::{LabelSelector, Node, Requirements, Taint};
 use dovetail_dataflow::stable_hash::stable_hash;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A packing group's name.
 pub type GroupId = u64;
@@ -163,7 +163,7 @@ fn group<'a>(parts: impl Iterator<Item = &'a Part>) -> Vec<(Member, GroupId)> {
         .enumerate()
         .map(|(i, (id, _))| (*id, nc + np + i))
         .collect();
-    let topology: Vec<Vec<crate::solver::topology::Group>> = classes
+    let topology: Vec<Vec<Group>> = classes
         .iter()
         .map(|(_, class, _, _)| {
             let mut t = Topology::default();
@@ -187,19 +187,48 @@ fn group<'a>(parts: impl Iterator<Item = &'a Part>) -> Vec<(Member, GroupId)> {
                 uf.union(ci, nc + np + si);
             }
         }
-        for g in &topology[ci] {
-            for (cj, (_, other, _, _)) in classes.iter().enumerate() {
-                if g.counts_pod(&other.namespace, &other.labels) {
-                    uf.union(ci, cj);
+    }
+    // A topology term joins its owners with the classes and signatures whose pods it counts.
+    // Terms are compared by whom they count (namespaces and selector, not the topology key),
+    // and classes by their (namespace, labels): both are far fewer than the classes.
+    let mut owners: BTreeMap<(&BTreeSet<String>, &LabelSelector), (&Group, Vec<usize>)> =
+        BTreeMap::new();
+    for (ci, groups) in topology.iter().enumerate() {
+        for g in groups {
+            owners
+                .entry((&g.namespaces, &g.selector))
+                .or_insert((g, Vec::new()))
+                .1
+                .push(ci);
+        }
+    }
+    let mut label_sets: BTreeMap<(&str, &BTreeMap<String, String>), Vec<usize>> = BTreeMap::new();
+    for (ci, (_, class, _, _)) in classes.iter().enumerate() {
+        label_sets
+            .entry((class.namespace.as_str(), &class.labels))
+            .or_default()
+            .push(ci);
+    }
+    for (g, owned_by) in owners.values() {
+        let mut counted: Vec<usize> = Vec::new();
+        for ((ns, labels), members) in &label_sets {
+            if g.counts_pod(ns, labels) {
+                counted.extend(members);
+            }
+        }
+        for (sig, ns, labels) in &pods_on {
+            if let Some(&si) = sig_index.get(sig) {
+                if g.counts_pod(ns, labels) {
+                    counted.push(si);
                 }
             }
-            for (sig, ns, labels) in &pods_on {
-                if let Some(&si) = sig_index.get(sig) {
-                    if g.counts_pod(ns, labels) {
-                        uf.union(ci, si);
-                    }
-                }
-            }
+        }
+        if counted.is_empty() {
+            continue;
+        }
+        let first = owned_by[0];
+        for &e in owned_by.iter().chain(&counted) {
+            uf.union(first, e);
         }
     }
     for (si, (_, s)) in sigs.iter().enumerate() {
