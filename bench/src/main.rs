@@ -23,6 +23,10 @@ struct Args {
     /// Compute the state from scratch after every this many changes (at least five samples).
     #[arg(long, default_value_t = 20)]
     sample_every: usize,
+    /// Split the pods over this many NodePools, one team each (1: Karpenter's benchmark), to
+    /// measure how a change's cost falls when it re-plans only its packing group.
+    #[arg(long, default_value_t = 1)]
+    nodepools: usize,
     /// Seed of the pod generator.
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -71,6 +75,7 @@ fn main() -> Result<()> {
         workers: args.workers,
         seed: args.seed,
         sample_every: args.sample_every,
+        nodepools: args.nodepools.max(1),
     };
     println!(
         "dovetail-bench: sizes {:?}, workers {:?}, {} changes, seed {}",

@@ -24,6 +24,13 @@ pub struct Settings {
     /// Compute the state from scratch after every this many changes (lowered so that there are
     /// at least five samples when there are at least five changes).
     pub sample_every: usize,
+    /// NodePools the pods are split over (1: Karpenter's benchmark).
+    #[serde(default = "one")]
+    pub nodepools: usize,
+}
+
+fn one() -> usize {
+    1
 }
 
 impl Settings {
@@ -180,16 +187,19 @@ pub fn micros(since: Instant) -> u64 {
         .max(1)
 }
 
-fn facts_for(pods: &[Pod]) -> Vec<(Fact, isize)> {
-    let mut facts: Vec<(Fact, isize)> = infrastructure().into_iter().map(|f| (f, 1)).collect();
+fn facts_for(pods: &[Pod], nodepools: usize) -> Vec<(Fact, isize)> {
+    let mut facts: Vec<(Fact, isize)> = infrastructure(nodepools)
+        .into_iter()
+        .map(|f| (f, 1))
+        .collect();
     facts.extend(pods.iter().cloned().map(|p| (Fact::Pod(p), 1)));
     facts
 }
 
 /// A fresh engine that has computed `pods` from nothing, and how long the computation took
 /// (engine start excluded).
-fn from_scratch(workers: usize, pods: &[Pod]) -> Result<(Engine, f64, u64)> {
-    let facts = facts_for(pods);
+fn from_scratch(workers: usize, pods: &[Pod], nodepools: usize) -> Result<(Engine, f64, u64)> {
+    let facts = facts_for(pods, nodepools);
     let started = Instant::now();
     let mut engine = Engine::start(workers, provisioning).context("starting the engine")?;
     let start_ms = started.elapsed().as_secs_f64() * 1e3;
@@ -231,9 +241,9 @@ pub fn run(settings: &Settings) -> Result<Results> {
     let largest = sizes.last().copied().unwrap_or(0);
     for &workers in &settings.workers {
         for &size in &sizes {
-            let mut workload = Workload::new(settings.seed);
+            let mut workload = Workload::new(settings.seed, settings.nodepools);
             let pods = workload.initial(size);
-            let (engine, start_ms, us) = from_scratch(workers, &pods)?;
+            let (engine, start_ms, us) = from_scratch(workers, &pods, settings.nodepools)?;
             let seconds = us as f64 / 1e6;
             let tally = Tally::of(&engine.decisions(), &pods);
             println!(
@@ -316,7 +326,7 @@ fn run_changes(
             removes.saturating_record(us);
         }
         if (i + 1) % sample_every == 0 {
-            let (fresh, _, scratch_us) = from_scratch(workers, &live)?;
+            let (fresh, _, scratch_us) = from_scratch(workers, &live, settings.nodepools)?;
             scratch.saturating_record(scratch_us);
             checks += 1;
             let (a, b) = (engine.decisions(), fresh.decisions());

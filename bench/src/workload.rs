@@ -16,13 +16,20 @@
 //!   same value in the same zone;
 //! - hostname self anti-affinity: every pod `app: nginx`, anti-affine to `app: nginx` per node.
 //!
+//! With `nodepools` above one (not in Karpenter's benchmark), each pod also belongs to one of
+//! that many teams, drawn uniformly: it runs in namespace `team-k` and selects NodePool
+//! `bench-k`, so that the teams share no NodePool and no topology term, and each is a packing
+//! group of its own.
+//!
 //! Requests: CPU from {100, 250, 500, 1000, 1500}m and memory from {100, 256, 512, 1024, 2048,
 //! 4096}Mi, each drawn uniformly per pod (Karpenter draws them with a seeded `math/rand`; this
 //! draws them from a seeded SplitMix64, so the mix is the same in distribution and deterministic,
 //! not the same pod for pod).
 
 use dovetail_dataflow::facts::Fact;
-use dovetail_dataflow::model::labels::{ARCH, CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, OS, ZONE};
+use dovetail_dataflow::model::labels::{
+    ARCH, CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, NODEPOOL, OS, ZONE,
+};
 use dovetail_dataflow::model::quantity::{mib, units};
 use dovetail_dataflow::model::{
     EC2NodeClass, InstanceType, LabelSelector, NodePool, Offering, Pod, PodAffinityTerm,
@@ -173,19 +180,28 @@ pub fn instance_type(i: usize) -> InstanceType {
     }
 }
 
-/// The NodeClass, the NodePool and the 400 instance types.
-pub fn infrastructure() -> Vec<Fact> {
-    let mut facts = vec![
-        Fact::NodeClass(EC2NodeClass {
-            name: NODE_CLASS.to_string(),
-            ..Default::default()
-        }),
+/// The name of NodePool `k` of `nodepools`.
+pub fn nodepool_name(k: usize, nodepools: usize) -> String {
+    if nodepools <= 1 {
+        NODE_POOL.to_string()
+    } else {
+        format!("{NODE_POOL}-{k}")
+    }
+}
+
+/// The NodeClass, the NodePools and the 400 instance types.
+pub fn infrastructure(nodepools: usize) -> Vec<Fact> {
+    let mut facts = vec![Fact::NodeClass(EC2NodeClass {
+        name: NODE_CLASS.to_string(),
+        ..Default::default()
+    })];
+    facts.extend((0..nodepools.max(1)).map(|k| {
         Fact::NodePool(NodePool {
-            name: NODE_POOL.to_string(),
+            name: nodepool_name(k, nodepools),
             node_class: Some(NODE_CLASS.to_string()),
             ..Default::default()
-        }),
-    ];
+        })
+    }));
     facts.extend((0..INSTANCE_TYPES).map(|i| Fact::InstanceType {
         node_class: NODE_CLASS.to_string(),
         instance_type: instance_type(i),
@@ -198,13 +214,15 @@ pub fn infrastructure() -> Vec<Fact> {
 pub struct Workload {
     rng: Rng,
     next: u64,
+    nodepools: usize,
 }
 
 impl Workload {
-    pub fn new(seed: u64) -> Workload {
+    pub fn new(seed: u64, nodepools: usize) -> Workload {
         Workload {
             rng: Rng::new(seed),
             next: 0,
+            nodepools,
         }
     }
 
@@ -281,8 +299,17 @@ impl Workload {
         };
         let name = format!("{}-{:07}", group.name(), self.next);
         self.next += 1;
+        let mut namespace = NAMESPACE.to_string();
+        if self.nodepools > 1 {
+            let team = self.rng.below(self.nodepools);
+            namespace = format!("team-{team}");
+            scheduling.node_selector.add(
+                NODEPOOL,
+                Requirement::single(nodepool_name(team, self.nodepools)),
+            );
+        }
         Pod {
-            namespace: NAMESPACE.to_string(),
+            namespace,
             name,
             labels: pod_labels,
             scheduling,
@@ -297,8 +324,8 @@ mod tests {
 
     #[test]
     fn initial_mix_has_equal_groups_and_is_deterministic() {
-        let a = Workload::new(42).initial(1003);
-        let b = Workload::new(42).initial(1003);
+        let a = Workload::new(42, 1).initial(1003);
+        let b = Workload::new(42, 1).initial(1003);
         assert_eq!(a, b);
         assert_eq!(a.len(), 1003);
         let anti = a

@@ -12,10 +12,11 @@ use crate::types::{PoolType, PoolTypes};
 use differential_dataflow::VecCollection;
 use dovetail_dataflow::engine::Epoch;
 use dovetail_dataflow::model::instance_type::offering_allowed;
-use dovetail_dataflow::model::labels::is_well_known;
+use dovetail_dataflow::model::labels::{is_well_known, NODEPOOL};
 use dovetail_dataflow::model::taints::first_untolerated;
 use dovetail_dataflow::model::{
-    DaemonSet, EC2NodeClass, InstanceType, NodeOverlay, NodePool, Requirements, Resources,
+    DaemonSet, EC2NodeClass, InstanceType, NodeOverlay, NodePool, Requirement, Requirements,
+    Resources,
 };
 use serde::{Deserialize, Serialize};
 
@@ -48,6 +49,15 @@ fn daemon_lands_on(d: &DaemonSet, pool: &NodePool, it: &InstanceType) -> bool {
 }
 
 /// Builds one NodePool's offer from its parts.
+/// The NodePool with `karpenter.sh/nodepool In [its name]` among its requirements, as
+/// Karpenter's NodeClaim template has: a pod selecting another NodePool is not compatible.
+fn with_own_label(pool: &NodePool) -> NodePool {
+    let mut pool = pool.clone();
+    pool.requirements
+        .add(NODEPOOL, Requirement::single(pool.name.clone()));
+    pool
+}
+
 fn pool_types(
     pool: &NodePool,
     class: Option<&EC2NodeClass>,
@@ -66,7 +76,7 @@ fn pool_types(
     };
     if not_ready.is_some() {
         return PoolTypes {
-            nodepool: pool.clone(),
+            nodepool: with_own_label(pool),
             types: Vec::new(),
             not_ready,
         };
@@ -103,7 +113,7 @@ fn pool_types(
             .then_with(|| a.1.instance_type.name.cmp(&b.1.instance_type.name))
     });
     PoolTypes {
-        nodepool: pool.clone(),
+        nodepool: with_own_label(pool),
         types: out.into_iter().map(|(_, t)| t).collect(),
         not_ready: None,
     }
