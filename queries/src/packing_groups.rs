@@ -119,6 +119,9 @@ pub fn packing_groups<'s>(
         .map(|((), mg)| mg)
 }
 
+/// Whom a topology term counts: its namespaces and selector.
+type Counted<'a> = (&'a BTreeSet<String>, &'a LabelSelector);
+
 /// Union-find over indices.
 struct Components(Vec<usize>);
 
@@ -191,8 +194,7 @@ fn group<'a>(parts: impl Iterator<Item = &'a Part>) -> Vec<(Member, GroupId)> {
     // A topology term joins its owners with the classes and signatures whose pods it counts.
     // Terms are compared by whom they count (namespaces and selector, not the topology key),
     // and classes by their (namespace, labels): both are far fewer than the classes.
-    let mut owners: BTreeMap<(&BTreeSet<String>, &LabelSelector), (&Group, Vec<usize>)> =
-        BTreeMap::new();
+    let mut owners: BTreeMap<Counted<'_>, (&Group, Vec<usize>)> = BTreeMap::new();
     for (ci, groups) in topology.iter().enumerate() {
         for g in groups {
             owners
