@@ -25,14 +25,6 @@ pub fn relaxation_levels(class: &PodClass) -> Vec<Requirements> {
     levels(class).into_iter().map(|(r, _)| r).collect()
 }
 
-/// Whether relaxation level `level` had to drop a preferred node-affinity term. Karpenter gets
-/// there only after dropping every preferred pod (anti-)affinity term.
-pub fn drops_node_preference(class: &PodClass, level: u32) -> bool {
-    levels(class)
-        .get(level as usize)
-        .is_some_and(|(_, dropped)| *dropped)
-}
-
 /// The relaxation levels, each with whether it dropped a preferred node-affinity term.
 fn levels(class: &PodClass) -> Vec<(Requirements, bool)> {
     let s = &class.scheduling;
@@ -198,7 +190,7 @@ fn no_type_reason(pool: &PoolTypes, reqs: &Requirements) -> String {
 
 /// Chooses the strictest level at which some NodePool fits.
 pub fn choose(class: &PodClass, fits: &[&PoolFit]) -> Compatibility {
-    let levels = relaxation_levels(class);
+    let levels = levels(class);
     let chosen = (0..levels.len())
         .find(|&l| {
             fits.iter()
@@ -228,8 +220,12 @@ pub fn choose(class: &PodClass, fits: &[&PoolFit]) -> Compatibility {
     pools.sort();
     rejections.sort();
     Compatibility {
-        requirements: levels.get(chosen).cloned().unwrap_or_default(),
+        requirements: levels
+            .get(chosen)
+            .map(|(r, _)| r.clone())
+            .unwrap_or_default(),
         relaxation: chosen as u32,
+        dropped_node_preference: levels.get(chosen).is_some_and(|(_, dropped)| *dropped),
         pools,
         rejections,
         unit_cost,

@@ -48,7 +48,6 @@ fn daemon_lands_on(d: &DaemonSet, pool: &NodePool, it: &InstanceType) -> bool {
         && it.requirements.intersects(&reqs).is_ok()
 }
 
-/// Builds one NodePool's offer from its parts.
 /// The NodePool with `karpenter.sh/nodepool In [its name]` among its requirements, as
 /// Karpenter's NodeClaim template has: a pod selecting another NodePool is not compatible.
 fn with_own_label(pool: &NodePool) -> NodePool {
@@ -58,6 +57,7 @@ fn with_own_label(pool: &NodePool) -> NodePool {
     pool
 }
 
+/// Builds one NodePool's offer from its parts.
 fn pool_types(
     pool: &NodePool,
     class: Option<&EC2NodeClass>,

@@ -91,26 +91,23 @@ pub fn packing_groups<'s>(
                 Part::Class(*id, Box::new(class.clone()), c.requirements.clone(), pools),
             )
         });
-    let signatures = nodes
-        .clone()
-        .map(|(_, n)| {
-            let s = NodeSignature::of(&n.node);
-            ((), Part::Signature(s.id(), s))
-        })
-        .distinct();
-    let pods_on = nodes
+    // A node's signature and the (namespace, labels) of its pods, computed once per change of
+    // the node; `distinct` leaves only new kinds of node or bound pod.
+    let nodes = nodes
         .flat_map(|(_, n)| {
-            let sig = NodeSignature::of(&n.node).id();
-            n.pods
-                .into_iter()
-                .map(move |(ns, labels, _)| ((), Part::PodOn(sig, ns, labels)))
+            let s = NodeSignature::of(&n.node);
+            let id = s.id();
+            std::iter::once(((), Part::Signature(id, s))).chain(
+                n.pods
+                    .into_iter()
+                    .map(move |(ns, labels, _)| ((), Part::PodOn(id, ns, labels))),
+            )
         })
         .distinct();
     pools
         .map(|(name, _)| ((), Part::NodePool(name)))
         .concat(classes)
-        .concat(signatures)
-        .concat(pods_on)
+        .concat(nodes)
         .reduce_named("PackingGroups", |_unit, parts, out| {
             for (member, group) in group(parts.iter().map(|(p, _)| *p)) {
                 out.push(((member, group), 1));

@@ -64,6 +64,10 @@ pub struct Compatibility {
     pub requirements: Requirements,
     /// Which relaxation level was used (0 = every preference honoured).
     pub relaxation: u32,
+    /// Whether that level dropped a preferred node-affinity term: Karpenter gets there only
+    /// after dropping every preferred pod (anti-)affinity term, so the packing starts without
+    /// them.
+    pub dropped_node_preference: bool,
     pub pools: Vec<(String, Vec<u32>)>,
     /// Why each incompatible NodePool was rejected (at the strictest level).
     pub rejections: Vec<(String, String)>,

@@ -830,6 +830,7 @@ mod tests {
         Compatibility {
             requirements: Requirements::new(),
             relaxation: 0,
+            dropped_node_preference: false,
             pools: Vec::new(),
             rejections: Vec::new(),
             unit_cost: Vec::new(),

@@ -169,11 +169,7 @@ impl<'a> Solver<'a> {
         let mut topo = Topology::default();
         let mut class_topo: Vec<ClassTopology> = classes
             .iter()
-            .map(|c| {
-                let pod_preferences =
-                    !crate::compatibility::drops_node_preference(c.class, c.compat.relaxation);
-                topo.class_constraints(c.class, pod_preferences)
-            })
+            .map(|c| topo.class_constraints(c.class, !c.compat.dropped_node_preference))
             .collect();
         for (t, c) in class_topo.iter_mut().zip(&classes) {
             t.member_of = topo.memberships(c.class);
