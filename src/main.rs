@@ -11,6 +11,11 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
+// The engine allocates and frees many small records per change; glibc's allocator spent a fifth
+// of a disruption evaluation at 10,000 nodes consolidating freed chunks.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(name = "dovetail", version, about)]
 struct Cli {

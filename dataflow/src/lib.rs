@@ -4,6 +4,7 @@ pub mod catalog;
 pub mod decisions;
 pub mod engine;
 pub mod facts;
+pub mod maintained;
 pub mod model;
 pub mod stable_hash;
 pub mod temporal;

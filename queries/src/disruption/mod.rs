@@ -24,6 +24,7 @@ use dovetail_dataflow::decisions::Decision;
 use dovetail_dataflow::engine::Epoch;
 use dovetail_dataflow::facts::{Interruption, Minute};
 use dovetail_dataflow::model::{EC2NodeClass, Node, NodePool, Pod, PodDisruptionBudget};
+use dovetail_dataflow::stable_hash::stable_hash;
 use drift::DriftOut;
 
 /// Everything disruption reads, as the provisioning half has already split and derived it.
@@ -74,7 +75,7 @@ pub fn disruption(i: Inputs<'_>) -> VecCollection<'_, Epoch, Decision> {
             Part::Class(*id, class.clone(), compat.clone())
         });
     let parts = candidates
-        .map(|(_, c)| Part::Candidate(c))
+        .map(|(_, c)| Part::Candidate(stable_hash(&c), c))
         .concat(forced.map(|(n, f)| Part::Forced(n, f)))
         .concat(
             i.usage

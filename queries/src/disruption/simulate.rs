@@ -23,8 +23,9 @@ use dovetail_dataflow::model::instance_type::OfferingFilter;
 use dovetail_dataflow::model::labels::HOSTNAME;
 use dovetail_dataflow::model::{Resources, WhenUnsatisfiable};
 use dovetail_dataflow::stable_hash::stable_hash;
+use rustc_hash::FxHashMap as HashMap;
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 /// A class of pods to place: its id, spec, compatibility and count.
@@ -44,6 +45,8 @@ pub struct Memo {
     pub misses: u64,
     /// Walks answered without looking at a chunk, in the latest evaluation.
     pub walk_hits: u64,
+    /// Single-node outcomes kept whole, in the latest evaluation (counted by the commands query).
+    pub check_hits: u64,
     /// Per kind of run (existing, new, full): runs and microseconds spent in them, in the
     /// latest evaluation (for the debug log).
     pub runs: BTreeMap<&'static str, (u64, u64)>,
@@ -89,6 +92,7 @@ impl Memo {
         self.hits = 0;
         self.misses = 0;
         self.walk_hits = 0;
+        self.check_hits = 0;
         self.runs.clear();
     }
 
@@ -122,30 +126,29 @@ impl Memo {
 
     /// The walk kept for `key` if the chunks it read are unchanged (`prefix_of(covered)`) and,
     /// unless it placed everything, there are still `chunks` of them.
-    fn walk(
-        &mut self,
-        key: u64,
-        chunks: usize,
-        prefix_of: impl Fn(usize) -> u64,
-    ) -> Option<Rc<SolverOutput>> {
+    fn walk(&mut self, key: u64, world: &World) -> Option<(Rc<SolverOutput>, Reads)> {
         let w = self.walks.get_mut(&key)?;
-        if prefix_of(w.covered) != w.prefix || !(w.complete || w.covered == chunks) {
+        let reads = Reads {
+            covered: w.covered,
+            complete: w.complete,
+            prefix: w.prefix,
+        };
+        if !world.unchanged(&reads) {
             return None;
         }
         w.used = self.evaluation;
         self.walk_hits += 1;
-        Some(w.out.clone())
+        Some((w.out.clone(), reads))
     }
 
-    fn keep_walk(&mut self, key: u64, walk: (usize, bool, u64), out: Rc<SolverOutput>) {
-        let (covered, complete, prefix) = walk;
+    fn keep_walk(&mut self, key: u64, reads: Reads, out: Rc<SolverOutput>) {
         let used = self.evaluation;
         self.walks.insert(
             key,
             Walk {
-                covered,
-                complete,
-                prefix,
+                covered: reads.covered,
+                complete: reads.complete,
+                prefix: reads.prefix,
                 out,
                 used,
             },
@@ -186,7 +189,7 @@ pub struct World<'a> {
     /// Per class, the cheapest launch that could hold one of its pods (see
     /// [`World::cheapest_launch_for_one`]).
     cheapest_one: RefCell<HashMap<ClassId, Option<i64>>>,
-    memo: &'a RefCell<Memo>,
+    pub memo: &'a RefCell<Memo>,
 }
 
 /// A simulation's answer: the existing-node part and, when some pods were left over, the
@@ -197,6 +200,19 @@ pub struct World<'a> {
 pub struct Simulation {
     existing: Rc<SolverOutput>,
     new: Option<Rc<SolverOutput>>,
+    /// Which existing nodes the answer read.
+    pub reads: Reads,
+}
+
+/// Which existing nodes a simulation read: the first `covered` chunks, whose nodes hashed to
+/// `prefix`, and whether it placed every pod there (if not, it read every chunk and stands only
+/// while there are no more). While [`World::unchanged`] holds, the same simulation gives the
+/// same answer, whatever happened further down the node list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reads {
+    covered: usize,
+    complete: bool,
+    prefix: u64,
 }
 
 impl Simulation {
@@ -206,6 +222,12 @@ impl Simulation {
             Some(n) => &n.failures,
             None => &self.existing.failures,
         }
+    }
+
+    /// Names the new-NodeClaim run this answer used, while its memo entry lives (at least for
+    /// the evaluation): equal ids, equal launches.
+    pub fn new_run_id(&self) -> Option<usize> {
+        self.new.as_ref().map(|n| Rc::as_ptr(n) as usize)
     }
 
     /// The new NodeClaims the pods need.
@@ -443,7 +465,7 @@ impl<'a> World<'a> {
             limited_nodes,
             chunks,
             all_destinations_hash: std::cell::OnceCell::new(),
-            cheapest_one: RefCell::new(HashMap::new()),
+            cheapest_one: RefCell::new(HashMap::default()),
             memo,
         }
     }
@@ -575,9 +597,15 @@ impl<'a> World<'a> {
             let existing = self.memo.borrow_mut().get_or("full", key, || {
                 self.solve(&classes, &useful, true, &removed)
             });
+            let covered = self.chunks.len();
             return Simulation {
                 existing,
                 new: None,
+                reads: Reads {
+                    covered,
+                    complete: false,
+                    prefix: self.prefix_of(covered),
+                },
             };
         }
         // Without zone-like spread or any affinity, the solver tries every existing node before
@@ -586,11 +614,12 @@ impl<'a> World<'a> {
         // alone, then new NodeClaims for what they leave over. The second, the costly one,
         // depends only on the leftovers and the NodePools, so it is reused while churn
         // elsewhere in the cluster re-runs the first.
-        let existing = self.existing_run(&classes, &removed);
+        let (existing, reads) = self.existing_run(&classes, &removed);
         if existing.failures.is_empty() || !new_nodeclaims {
             return Simulation {
                 existing,
                 new: None,
+                reads,
             };
         }
         let mut leftover: BTreeMap<ClassId, i64> = BTreeMap::new();
@@ -616,6 +645,7 @@ impl<'a> World<'a> {
         Simulation {
             existing,
             new: Some(new),
+            reads,
         }
     }
 
@@ -633,20 +663,14 @@ impl<'a> World<'a> {
     /// - a chunk whose largest free room holds no pod still to place is skipped unread;
     /// - a chunk's run is memoised by its nodes' fingerprints and what enters it, so churn on a
     ///   few nodes re-runs only their chunks.
-    fn existing_run(&self, classes: &[SimClass<'a>], removed: &Removed) -> Rc<SolverOutput> {
+    fn existing_run(
+        &self,
+        classes: &[SimClass<'a>],
+        removed: &Removed,
+    ) -> (Rc<SolverOutput>, Reads) {
         let walk_key = stable_hash(&("walk", &self.existing_key(classes), removed.key()));
-        let prefix_of = |covered: usize| {
-            covered
-                .checked_sub(1)
-                .and_then(|j| self.chunks.get(j))
-                .map_or(0, |c| c.prefix)
-        };
-        if let Some(out) = self
-            .memo
-            .borrow_mut()
-            .walk(walk_key, self.chunks.len(), prefix_of)
-        {
-            return out;
+        if let Some(hit) = self.memo.borrow_mut().walk(walk_key, self) {
+            return hit;
         }
         let mut left: Vec<SimClass<'a>> = classes.to_vec();
         let mut placements = Vec::new();
@@ -711,12 +735,41 @@ impl<'a> World<'a> {
             failures,
             lower_bound: Default::default(),
         });
-        self.memo.borrow_mut().keep_walk(
-            walk_key,
-            (covered, left.is_empty(), prefix_of(covered)),
-            out.clone(),
-        );
-        out
+        let reads = Reads {
+            covered,
+            complete: left.is_empty(),
+            prefix: self.prefix_of(covered),
+        };
+        self.memo
+            .borrow_mut()
+            .keep_walk(walk_key, reads, out.clone());
+        (out, reads)
+    }
+
+    /// The hash of the first `covered` chunks' nodes.
+    fn prefix_of(&self, covered: usize) -> u64 {
+        covered
+            .checked_sub(1)
+            .and_then(|j| self.chunks.get(j))
+            .map_or(0, |c| c.prefix)
+    }
+
+    /// Whether what a simulation read of the existing nodes is as it was.
+    pub fn unchanged(&self, reads: &Reads) -> bool {
+        self.prefix_of(reads.covered) == reads.prefix
+            && (reads.complete || reads.covered == self.chunks.len())
+    }
+
+    /// Everything but the existing nodes that a simulation of removing `own` with `pods`
+    /// depends on: the nodes already taken, the NodePools' offers and limits, and the pods'
+    /// classes and compatibility. Two simulations with equal contexts and [`Reads`] that are
+    /// both [`World::unchanged`] give the same answer.
+    pub fn context(&self, taken: &Taken, pods: &[(ClassId, i64)]) -> u64 {
+        let classes: Vec<u64> = pods
+            .iter()
+            .map(|(id, _)| self.compat_hashes.get(id).copied().unwrap_or(0))
+            .collect();
+        stable_hash(&(taken.key, taken.limited_key, self.pools_hash, classes))
     }
 
     /// What a simulation's answer depends on for its pods: each class, its count, and a hash of

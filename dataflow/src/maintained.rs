@@ -1,0 +1,191 @@
+//! A standing query whose answer is a whole-collection evaluation kept by its own state between
+//! epochs, for queries that differential's `reduce` serves badly: one group over the whole
+//! cluster.
+//!
+//! `reduce` hands its logic every input record of the group at every change (re-sorting tens of
+//! thousands of records), and sorts the whole output to diff it against the last one. This
+//! operator instead applies each epoch's input diffs to a [`Maintained`] state, which may keep
+//! indexes and memos from one epoch to the next, asks it for the answer, and emits only the
+//! records that changed. Time is totally ordered (the engine's epochs), so epochs are evaluated
+//! one after another as the input frontier passes them, and each output equals the answer for
+//! exactly the input at its epoch, as a `reduce` would give.
+
+use crate::engine::Epoch;
+use differential_dataflow::{AsCollection, VecCollection};
+use std::collections::{BTreeMap, HashMap};
+use std::hash::Hash;
+use timely::dataflow::channels::pact::Exchange;
+use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::operators::Capability;
+
+/// State kept by a [`maintain`] operator.
+pub trait Maintained: 'static {
+    type In: differential_dataflow::ExchangeData;
+    type Out: differential_dataflow::Data;
+    /// Applies one input record's change of multiplicity. All of an epoch's changes are applied
+    /// before the epoch is evaluated, in no particular order.
+    fn update(&mut self, record: Self::In, diff: isize);
+    /// Evaluates the input as updated so far and pushes how the answer changed since the last
+    /// evaluation: the state remembers what it answered, so that it can tell what changed
+    /// without rebuilding (or even comparing) the records that did not.
+    fn evaluate(&mut self, changes: &mut Vec<(Self::Out, isize)>);
+}
+
+/// What changed between two answers given as record counts (the simple way to implement
+/// [`Maintained::evaluate`] for an answer that is cheap to rebuild).
+pub fn changes<D: Hash + Eq + Clone>(
+    before: &HashMap<D, isize>,
+    now: &HashMap<D, isize>,
+    out: &mut Vec<(D, isize)>,
+) {
+    for (d, n) in now {
+        let b = before.get(d).copied().unwrap_or(0);
+        if *n != b {
+            out.push((d.clone(), n - b));
+        }
+    }
+    for (d, b) in before {
+        if !now.contains_key(d) {
+            out.push((d.clone(), -b));
+        }
+    }
+}
+
+/// Each epoch's input changes, held until the input frontier passes the epoch.
+type Pending<D> = BTreeMap<Epoch, (Capability<Epoch>, Vec<(D, isize)>)>;
+
+/// Runs `state` over `input` on one worker (the query is one group) and returns its answers as a
+/// collection.
+pub fn maintain<'s, M: Maintained>(
+    input: VecCollection<'s, Epoch, M::In>,
+    name: &str,
+    mut state: M,
+) -> VecCollection<'s, Epoch, M::Out> {
+    input
+        .inner
+        .unary_frontier(
+            Exchange::new(|_: &(M::In, Epoch, isize)| 0u64),
+            name,
+            move |_capability, _info| {
+                let mut pending: Pending<M::In> = BTreeMap::new();
+                let mut changed = Vec::new();
+                move |(input, frontier), output| {
+                    input.for_each(|cap, data| {
+                        for (record, time, diff) in data.drain(..) {
+                            pending
+                                .entry(time)
+                                .or_insert_with(|| (cap.delayed(&time, 0), Vec::new()))
+                                .1
+                                .push((record, diff));
+                        }
+                    });
+                    while let Some(entry) = pending.first_entry() {
+                        if frontier.less_equal(entry.key()) {
+                            break;
+                        }
+                        let (time, (cap, updates)) = entry.remove_entry();
+                        for (record, diff) in updates {
+                            state.update(record, diff);
+                        }
+                        state.evaluate(&mut changed);
+                        let mut session = output.session(&cap);
+                        for (out, diff) in changed.drain(..) {
+                            if diff != 0 {
+                                session.give((out, time, diff));
+                            }
+                        }
+                    }
+                }
+            },
+        )
+        .as_collection()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use differential_dataflow::input::Input;
+    use std::sync::{Arc, Mutex};
+    use timely::dataflow::operators::Probe;
+    use timely::dataflow::ProbeHandle;
+
+    /// Answers each word with how many times it is present, the way a `reduce` would.
+    #[derive(Default)]
+    struct WordCounts {
+        counts: BTreeMap<String, isize>,
+        answered: HashMap<(String, isize), isize>,
+    }
+
+    impl Maintained for WordCounts {
+        type In = String;
+        type Out = (String, isize);
+        fn update(&mut self, word: String, diff: isize) {
+            *self.counts.entry(word).or_insert(0) += diff;
+            self.counts.retain(|_, n| *n != 0);
+        }
+        fn evaluate(&mut self, out: &mut Vec<((String, isize), isize)>) {
+            let now: HashMap<(String, isize), isize> = self
+                .counts
+                .iter()
+                .map(|(w, n)| ((w.clone(), *n), 1))
+                .collect();
+            changes(&self.answered, &now, out);
+            self.answered = now;
+        }
+    }
+
+    /// An output diff as the test sees it.
+    type Seen = ((String, isize), Epoch, isize);
+
+    #[test]
+    fn answers_change_by_epoch_as_the_input_does() {
+        let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+        let sink = seen.clone();
+        timely::execute_directly(move |worker| {
+            let probe = ProbeHandle::new();
+            let mut input = worker.dataflow::<Epoch, _, _>(|scope| {
+                let (input, words) = scope.new_collection::<String, isize>();
+                let sink = sink.clone();
+                maintain(words, "WordCounts", WordCounts::default())
+                    .inspect(move |x| sink.lock().expect("sink").push(x.clone()))
+                    .inner
+                    .probe_with(&probe);
+                input
+            });
+            let steps: [&[(&str, isize)]; 3] = [
+                &[("a", 1), ("b", 1), ("a", 1)],
+                &[("b", -1), ("c", 1)],
+                &[("a", -1)],
+            ];
+            for (epoch, step) in steps.iter().enumerate() {
+                for (w, d) in step.iter() {
+                    input.update(w.to_string(), *d);
+                }
+                input.advance_to(epoch as Epoch + 1);
+                input.flush();
+                worker.step_while(|| probe.less_than(input.time()));
+            }
+        });
+        // The answer at each epoch, accumulated from the diffs.
+        let at = |epoch: Epoch| {
+            let mut acc: BTreeMap<(String, isize), isize> = BTreeMap::new();
+            for (d, t, r) in seen.lock().expect("seen").iter() {
+                if *t <= epoch {
+                    *acc.entry(d.clone()).or_insert(0) += r;
+                }
+            }
+            acc.retain(|_, r| *r != 0);
+            acc.into_iter().collect::<Vec<_>>()
+        };
+        let w = |s: &str, n: isize| ((s.to_string(), n), 1);
+        assert_eq!(at(0), vec![w("a", 2), w("b", 1)]);
+        assert_eq!(at(1), vec![w("a", 2), w("c", 1)]);
+        assert_eq!(at(2), vec![w("a", 1), w("c", 1)]);
+        // Only changes are emitted: "a" stays at 2 through epoch 1, so nothing about it then.
+        assert!(!seen
+            .lock()
+            .expect("seen")
+            .iter()
+            .any(|(d, t, _)| *t == 1 && d.0 == "a"));
+    }
+}
