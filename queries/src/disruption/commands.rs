@@ -108,6 +108,8 @@ struct Evaluation<'a> {
     /// Single-node replacements narrowed by price, by new-NodeClaim run, the removed node's
     /// price and whether it is spot (see [`Evaluation::consolidate_one_now`]).
     priced: PricedLaunches,
+    /// Single-node outcomes that stood (for the debug log).
+    check_hits: std::cell::Cell<u64>,
     forced: BTreeMap<&'a str, &'a Forced>,
     budgets: BTreeMap<&'a str, Allowance>,
     /// Nodes of each NodePool this evaluation's commands disrupt (forceful ones included).
@@ -119,9 +121,33 @@ struct Evaluation<'a> {
     commands: Vec<Command>,
     blocked: Vec<(String, DisruptionReason, String)>,
     taken: Taken,
-    /// Microseconds spent in each phase so far (for the debug log).
-    phases: Vec<(&'static str, u64)>,
-    clock: std::time::Instant,
+    phases: Phases,
+}
+
+/// Microseconds spent in each phase of an evaluation (for the debug log).
+struct Phases {
+    started: std::time::Instant,
+    last: std::time::Instant,
+    done: Vec<(&'static str, u64)>,
+}
+
+impl Phases {
+    fn start() -> Self {
+        let now = std::time::Instant::now();
+        Phases {
+            started: now,
+            last: now,
+            done: Vec::new(),
+        }
+    }
+
+    /// Ends a phase.
+    fn mark(&mut self, phase: &'static str) {
+        let now = std::time::Instant::now();
+        self.done
+            .push((phase, now.duration_since(self.last).as_micros() as u64));
+        self.last = now;
+    }
 }
 
 fn price_of(c: &Candidate) -> i64 {
@@ -133,12 +159,8 @@ impl<'a> Evaluation<'a> {
         self.candidates.get(node).map(|(_, c)| c)
     }
 
-    /// Ends a phase of the evaluation (for the debug log).
     fn mark(&mut self, phase: &'static str) {
-        let now = std::time::Instant::now();
-        self.phases
-            .push((phase, now.duration_since(self.clock).as_micros() as u64));
-        self.clock = now;
+        self.phases.mark(phase);
     }
 
     /// How many more nodes of `pool` may go for `reason`: the budget (already net of nodes
@@ -275,7 +297,7 @@ impl<'a> Evaluation<'a> {
                 && self.world.unchanged(&check.reads)
             {
                 check.evaluation = self.evaluation;
-                self.world.memo.borrow_mut().check_hits += 1;
+                self.check_hits.set(self.check_hits.get() + 1);
                 return check.outcome.clone();
             }
         }
@@ -1014,9 +1036,11 @@ impl Parts {
             }),
             Part::Budget(pool, a) => keyed(&mut self.budgets, pool, a, diff, |a, b| a == b),
             Part::Forced(n, f) => {
-                let e = self.forced.entry((n, f)).or_insert(0);
+                let e = self.forced.entry((n.clone(), f.clone())).or_insert(0);
                 *e += diff;
-                self.forced.retain(|_, n| *n != 0);
+                if *e == 0 {
+                    self.forced.remove(&(n, f));
+                }
             }
             Part::SpotToSpot => self.spot_to_spot += diff,
         }
@@ -1048,10 +1072,10 @@ impl Maintained for Commands {
     }
 
     fn evaluate(&mut self, out: &mut Vec<(Decision, isize)>) {
-        let started = std::time::Instant::now();
+        let mut phases = Phases::start();
         let memo = &self.memo;
         memo.borrow_mut().next_evaluation();
-        let memo_us = started.elapsed().as_micros() as u64;
+        phases.mark("memo");
         let parts = &self.parts;
         let pools: Vec<&PoolTypes> = parts.pools.values().collect();
         let classes = parts
@@ -1083,7 +1107,7 @@ impl Maintained for Commands {
             }
             return;
         }
-        let parts_us = started.elapsed().as_micros() as u64 - memo_us;
+        phases.mark("parts");
         let world = World::new(pools, classes, nodes, is_destination, memo);
         let mut max_free = Resources::default();
         let mut total_free = Resources::default();
@@ -1107,10 +1131,9 @@ impl Maintained for Commands {
             commands: Vec::new(),
             blocked: Vec::new(),
             taken: Taken::default(),
-            phases: vec![("memo", memo_us), ("parts", parts_us)],
-            clock: started,
+            check_hits: std::cell::Cell::new(0),
+            phases,
         };
-        eval.clock += std::time::Duration::from_micros(memo_us + parts_us);
         eval.mark("world");
         eval.run();
         let evaluation = self.evaluation;
@@ -1161,10 +1184,10 @@ impl Maintained for Commands {
             simulations_reused = m.hits,
             simulations_run = m.misses,
             walks_reused = m.walk_hits,
-            checks_reused = m.check_hits,
+            checks_reused = eval.check_hits.get(),
             runs = ?m.runs,
-            phases = ?eval.phases,
-            micros = started.elapsed().as_micros() as u64,
+            phases = ?eval.phases.done,
+            micros = eval.phases.started.elapsed().as_micros() as u64,
             "disruption commands evaluated"
         );
     }

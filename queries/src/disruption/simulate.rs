@@ -45,8 +45,6 @@ pub struct Memo {
     pub misses: u64,
     /// Walks answered without looking at a chunk, in the latest evaluation.
     pub walk_hits: u64,
-    /// Single-node outcomes kept whole, in the latest evaluation (counted by the commands query).
-    pub check_hits: u64,
     /// Per kind of run (existing, new, full): runs and microseconds spent in them, in the
     /// latest evaluation (for the debug log).
     pub runs: BTreeMap<&'static str, (u64, u64)>,
@@ -59,14 +57,10 @@ struct Entry {
     keep: u64,
 }
 
-/// A candidate's existing-node walk: it read the first `covered` chunks, whose nodes hashed to
-/// `prefix`; while they still do, its answer stands whatever happens further down the list. A
-/// walk that did not place everything read every chunk, and stands only while there are no
-/// more.
+/// A candidate's existing-node walk with the chunks it read: its answer stands while
+/// [`World::unchanged`] holds for them, whatever happens further down the node list.
 struct Walk {
-    covered: usize,
-    complete: bool,
-    prefix: u64,
+    reads: Reads,
     out: Rc<SolverOutput>,
     used: u64,
 }
@@ -92,7 +86,6 @@ impl Memo {
         self.hits = 0;
         self.misses = 0;
         self.walk_hits = 0;
-        self.check_hits = 0;
         self.runs.clear();
     }
 
@@ -124,35 +117,20 @@ impl Memo {
         out
     }
 
-    /// The walk kept for `key` if the chunks it read are unchanged (`prefix_of(covered)`) and,
-    /// unless it placed everything, there are still `chunks` of them.
+    /// The walk kept for `key`, with what it read, if that is unchanged.
     fn walk(&mut self, key: u64, world: &World) -> Option<(Rc<SolverOutput>, Reads)> {
         let w = self.walks.get_mut(&key)?;
-        let reads = Reads {
-            covered: w.covered,
-            complete: w.complete,
-            prefix: w.prefix,
-        };
-        if !world.unchanged(&reads) {
+        if !world.unchanged(&w.reads) {
             return None;
         }
         w.used = self.evaluation;
         self.walk_hits += 1;
-        Some((w.out.clone(), reads))
+        Some((w.out.clone(), w.reads))
     }
 
     fn keep_walk(&mut self, key: u64, reads: Reads, out: Rc<SolverOutput>) {
         let used = self.evaluation;
-        self.walks.insert(
-            key,
-            Walk {
-                covered: reads.covered,
-                complete: reads.complete,
-                prefix: reads.prefix,
-                out,
-                used,
-            },
-        );
+        self.walks.insert(key, Walk { reads, out, used });
     }
 }
 
@@ -189,7 +167,7 @@ pub struct World<'a> {
     /// Per class, the cheapest launch that could hold one of its pods (see
     /// [`World::cheapest_launch_for_one`]).
     cheapest_one: RefCell<HashMap<ClassId, Option<i64>>>,
-    pub memo: &'a RefCell<Memo>,
+    memo: &'a RefCell<Memo>,
 }
 
 /// A simulation's answer: the existing-node part and, when some pods were left over, the
