@@ -45,8 +45,9 @@ use dovetail_dataflow::model::{
     ConsolidationPolicy, InstanceType, Offering, Price, Requirement, Resources,
 };
 use dovetail_dataflow::stable_hash::stable_hash;
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::rc::Rc;
@@ -79,19 +80,48 @@ struct Command {
     savings: i64,
 }
 
+/// Why a candidate is held back. Most are one of a few fixed sentences, which need no copy per
+/// candidate.
+type Why<'a> = Cow<'a, str>;
+
 /// A single-node consolidation outcome: the replacement launches and the savings, or why not.
 type Outcome = Result<(Rc<Vec<Launch>>, i64), String>;
 
 /// Narrowed replacement launches, or why none, by (run, price, spot).
 type PricedLaunches = RefCell<FxHashMap<(usize, i64, bool), Result<Rc<Vec<Launch>>, String>>>;
 
-/// A candidate's single-node outcome with what it read: the candidate (by hash), everything
-/// but the existing nodes (the context), and the existing nodes it walked.
+/// A candidate's single-node outcome with what it read: the candidate (by hash), what it read
+/// of its pods' classes (the context), the NodePools when it priced a replacement, and the
+/// existing nodes it walked.
 struct Check {
     candidate: u64,
+    /// [`World::existing_context`] of its pods, and the [`World::existing_all`] it was last
+    /// found under (while that stands, so does the context, unrecomputed).
     context: u64,
+    classes: u64,
+    may_replace: bool,
+    /// [`World::new_context`] with the spot-to-spot gate, when the outcome read the NodePools.
+    /// A delete reads none of it, so a price change leaves most outcomes standing.
+    pools: Option<u64>,
     reads: Reads,
+    /// The existing-node walk it stood on, kept alive while the check is.
+    walk: Option<u64>,
     outcome: Rc<Outcome>,
+    /// The last evaluation that used it.
+    evaluation: u64,
+}
+
+/// What the cheap prune reads of a candidate's pods, kept by candidate hash: their total
+/// requests, the largest of each resource, and the cheapest launch that could hold any one of
+/// them. Summing ten thousand candidates' pods per evaluation was a tenth of it.
+struct Demand {
+    total: Resources,
+    largest: Resources,
+    /// The [`World::existing_all`] the sums were made under (it names the classes known).
+    classes: u64,
+    cheapest: Option<i64>,
+    /// The [`World::offers_all`] `cheapest` was found under.
+    offers: Option<u64>,
     /// The last evaluation that used it.
     evaluation: u64,
 }
@@ -103,6 +133,8 @@ struct Evaluation<'a> {
     candidates: &'a BTreeMap<String, (u64, Candidate)>,
     /// Single-node outcomes kept from earlier evaluations, by node.
     checks: &'a RefCell<FxHashMap<String, Check>>,
+    /// Candidates' demands (see [`Evaluation::plausible`]), by candidate hash.
+    demands: &'a RefCell<FxHashMap<u64, Demand>>,
     /// This evaluation's number (for dropping checks no longer used).
     evaluation: u64,
     /// Single-node replacements narrowed by price, by new-NodeClaim run, the removed node's
@@ -119,7 +151,10 @@ struct Evaluation<'a> {
     max_free: Resources,
     total_free: Resources,
     commands: Vec<Command>,
-    blocked: Vec<(String, DisruptionReason, String)>,
+    blocked: Vec<(&'a Candidate, DisruptionReason, Why<'a>)>,
+    /// Per NodePool, the price and disruption cost of all its nodes (for `Balanced`), summed
+    /// at the first use, not per option.
+    pool_totals: std::cell::OnceCell<BTreeMap<&'a str, (i64, i64)>>,
     taken: Taken,
     phases: Phases,
 }
@@ -197,15 +232,15 @@ impl<'a> Evaluation<'a> {
         }
     }
 
-    fn over_budget(&mut self, c: &Candidate, reason: DisruptionReason) {
+    fn over_budget(&mut self, c: &'a Candidate, reason: DisruptionReason) {
         self.blocked.push((
-            c.node.clone(),
+            c,
             reason,
-            format!(
+            Cow::Owned(format!(
                 "budget: NodePool {} allows no more {} disruptions now",
                 c.nodepool,
                 reason.as_str()
-            ),
+            )),
         ));
     }
 
@@ -256,22 +291,56 @@ impl<'a> Evaluation<'a> {
     /// plausible (every pod fits the largest free room elsewhere and all of them the total) and
     /// whether a replacement is (a new NodeClaim holding any of its pods could cost less than
     /// the node). None when a pod's class is unknown.
-    fn plausible(&self, c: &Candidate) -> Option<(bool, bool)> {
-        let mut total = Resources::default();
-        let mut fits_free = true;
-        let mut cheapest_new: Option<i64> = None;
-        for (id, n) in &c.pods {
-            let (class, _) = self.world.classes.get(id)?;
-            let req = &class.scheduling.requests;
-            total.add_assign(&req.times(*n));
-            fits_free &= req.fits_in(&self.max_free);
-            if let Some(p) = self.world.cheapest_launch_for_one(*id) {
-                cheapest_new = Some(cheapest_new.map_or(p, |q| q.min(p)));
+    fn plausible(&self, hash: u64, c: &Candidate) -> Option<(bool, bool)> {
+        let mut demands = self.demands.borrow_mut();
+        let classes = self.world.existing_all;
+        let d = match demands.entry(hash) {
+            std::collections::hash_map::Entry::Occupied(e) if e.get().classes == classes => {
+                e.into_mut()
             }
+            e => {
+                let mut total = Resources::default();
+                let mut largest = Resources::default();
+                for (id, n) in &c.pods {
+                    let (class, _) = self.world.classes.get(id)?;
+                    let req = &class.scheduling.requests;
+                    total.add_assign(&req.times(*n));
+                    // Every pod fits the largest free room iff the largest of each resource
+                    // does.
+                    largest = largest.max_each(req);
+                }
+                let demand = Demand {
+                    total,
+                    largest,
+                    classes,
+                    cheapest: None,
+                    offers: None,
+                    evaluation: self.evaluation,
+                };
+                match e {
+                    std::collections::hash_map::Entry::Occupied(mut e) => {
+                        e.insert(demand);
+                        e.into_mut()
+                    }
+                    std::collections::hash_map::Entry::Vacant(e) => e.insert(demand),
+                }
+            }
+        };
+        d.evaluation = self.evaluation;
+        if d.offers != Some(self.world.offers_all) {
+            let mut cheapest_new: Option<i64> = None;
+            for (id, _) in &c.pods {
+                if let Some(p) = self.world.cheapest_launch_for_one(*id) {
+                    cheapest_new = Some(cheapest_new.map_or(p, |q| q.min(p)));
+                }
+            }
+            d.cheapest = cheapest_new;
+            d.offers = Some(self.world.offers_all);
         }
+        let cheapest_new = d.cheapest;
         // The candidate's own room is among the destinations; the prune may over-count it,
         // which only keeps a candidate for the exact check.
-        let delete = fits_free && total.fits_in(&self.total_free);
+        let delete = d.largest.fits_in(&self.max_free) && d.total.fits_in(&self.total_free);
         // The pods a replacement holds are those the other nodes leave over, at least one of
         // them: it costs at least the cheapest launch for any single one. (A bound over all the
         // pods, as before, could prune a node whose leftovers alone fit a cheaper NodeClaim.)
@@ -284,32 +353,46 @@ impl<'a> Evaluation<'a> {
     /// The outcome is kept per candidate with what it read ([`Check`]) and stands while that is
     /// unchanged: most changes touch a few nodes, and re-checking ten thousand candidates
     /// (even with every simulation memoised) was most of a change.
-    fn consolidate_one(&self, c: &'a Candidate, may_replace: bool) -> Rc<Outcome> {
-        let candidate = self.candidates.get(&c.node).map_or(0, |(h, _)| *h);
-        let context = stable_hash(&(
-            self.world.context(&self.taken, &c.pods),
-            self.spot_to_spot,
-            may_replace,
-        ));
+    fn consolidate_one(&self, candidate: u64, c: &'a Candidate, may_replace: bool) -> Rc<Outcome> {
+        let classes = self.world.existing_all;
+        let pools = || {
+            stable_hash(&(
+                self.world.new_context(&self.taken, &c.pods),
+                self.spot_to_spot,
+            ))
+        };
         if let Some(check) = self.checks.borrow_mut().get_mut(&c.node) {
             if check.candidate == candidate
-                && check.context == context
-                && self.world.unchanged(&check.reads)
+                && check.may_replace == may_replace
+                && (check.classes == classes
+                    || check.context == self.world.existing_context(&c.pods))
+                && check.pools.is_none_or(|p| p == pools())
+                && self
+                    .world
+                    .unchanged(&check.reads, &self.taken, &[c.node.as_str()])
             {
                 check.evaluation = self.evaluation;
+                check.classes = classes;
+                if let Some(w) = check.walk {
+                    self.world.keep_walk(w);
+                }
                 self.check_hits.set(self.check_hits.get() + 1);
                 return check.outcome.clone();
             }
         }
         let (outcome, reads) = self.consolidate_one_now(c, may_replace);
         let outcome = Rc::new(outcome);
-        if let Some(reads) = reads {
+        if let Some((reads, reads_pools, walk)) = reads {
             self.checks.borrow_mut().insert(
                 c.node.clone(),
                 Check {
                     candidate,
-                    context,
+                    context: self.world.existing_context(&c.pods),
+                    classes,
+                    may_replace,
+                    pools: reads_pools.then(pools),
                     reads,
+                    walk,
                     outcome: outcome.clone(),
                     evaluation: self.evaluation,
                 },
@@ -319,13 +402,18 @@ impl<'a> Evaluation<'a> {
     }
 
     /// [`Evaluation::consolidate_one`] without the kept outcomes, with what it read of the
-    /// existing nodes (None: it read nothing that says when to check again).
-    fn consolidate_one_now(&self, c: &'a Candidate, may_replace: bool) -> (Outcome, Option<Reads>) {
+    /// existing nodes and whether it read the NodePools (None: it read nothing that says when
+    /// to check again).
+    fn consolidate_one_now(
+        &self,
+        c: &'a Candidate,
+        may_replace: bool,
+    ) -> (Outcome, Option<(Reads, bool, Option<u64>)>) {
         let Some(price) = c.price else {
             return (Err("its offering's price is not known".to_string()), None);
         };
         let out = self.simulation_with(&[c], may_replace);
-        let reads = Some(out.reads);
+        let reads = Some((out.reads, out.reads_pools, out.walk));
         if let Some(f) = out.failures().first() {
             return (
                 Err(format!("{} pods would not fit: {}", f.count, f.reason)),
@@ -508,15 +596,15 @@ impl<'a> Evaluation<'a> {
     }
 
     /// Consolidation blockers of a candidate, in the order a user would look for them.
-    fn consolidation_blocker(c: &Candidate, empty: bool) -> Option<String> {
+    fn consolidation_blocker(c: &'a Candidate, empty: bool) -> Option<Why<'a>> {
         if let Some(b) = &c.blocked_by {
-            return Some(b.clone());
+            return Some(Cow::Borrowed(b));
         }
         if c.consolidate_never {
-            return Some("consolidateAfter: Never".to_string());
+            return Some(Cow::Borrowed("consolidateAfter: Never"));
         }
         if !empty && c.policy == ConsolidationPolicy::WhenEmpty {
-            return Some("consolidationPolicy: WhenEmpty".to_string());
+            return Some(Cow::Borrowed("consolidationPolicy: WhenEmpty"));
         }
         None
     }
@@ -561,8 +649,7 @@ impl<'a> Evaluation<'a> {
                 continue;
             }
             if let Some(b) = Self::consolidation_blocker(c, true) {
-                self.blocked
-                    .push((c.node.clone(), DisruptionReason::Empty, b));
+                self.blocked.push((c, DisruptionReason::Empty, b));
             } else if self.take_budget(&c.nodepool, DisruptionReason::Empty) {
                 empty.push(c.node.clone());
             } else {
@@ -595,7 +682,7 @@ impl<'a> Evaluation<'a> {
             };
             if let Some(b) = &c.blocked_by {
                 self.blocked
-                    .push((c.node.clone(), DisruptionReason::Drifted, b.clone()));
+                    .push((c, DisruptionReason::Drifted, Cow::Borrowed(b)));
                 continue;
             }
             if self.budget_left(&c.nodepool, DisruptionReason::Drifted) <= 0 {
@@ -616,9 +703,9 @@ impl<'a> Evaluation<'a> {
                     });
                 }
                 Err(why) => self.blocked.push((
-                    c.node.clone(),
+                    c,
                     DisruptionReason::Drifted,
-                    format!("no replacement: {why}"),
+                    Cow::Owned(format!("no replacement: {why}")),
                 )),
             }
         }
@@ -626,28 +713,29 @@ impl<'a> Evaluation<'a> {
         self.mark("drift");
         // 4 and 5. Consolidation of nodes with pods.
         let mut options: Vec<(&'a Candidate, Rc<Vec<Launch>>, i64)> = Vec::new();
-        for c in &candidates {
-            if self.taken.contains(&c.node)
+        // Over the map itself, which holds each candidate's hash with it.
+        for (hash, c) in self.candidates.values() {
+            if c.disrupting
                 || c.pods.is_empty()
                 || !c.consolidatable
                 || c.price.is_none()
+                || self.taken.contains(&c.node)
             {
                 continue;
             }
-            let Some((delete, replace)) = self.plausible(c) else {
+            let Some((delete, replace)) = self.plausible(*hash, c) else {
                 continue;
             };
             if !delete && !replace {
                 continue;
             }
-            let outcome = self.consolidate_one(c, replace);
+            let outcome = self.consolidate_one(*hash, c, replace);
             let Ok((launches, savings)) = outcome.as_ref() else {
                 continue;
             };
             let (launches, savings) = (launches.clone(), *savings);
             if let Some(b) = Self::consolidation_blocker(c, false) {
-                self.blocked
-                    .push((c.node.clone(), DisruptionReason::Underutilized, b));
+                self.blocked.push((c, DisruptionReason::Underutilized, b));
                 continue;
             }
             options.push((c, launches, savings));
@@ -694,20 +782,23 @@ impl<'a> Evaluation<'a> {
         };
         // A set, not a scan of `blocked` per option: at 10k nodes that scan was 10⁸ string
         // comparisons, a quarter of an evaluation.
-        let already: BTreeSet<String> = self
+        let already: FxHashSet<&str> = self
             .blocked
             .iter()
             .filter(|(_, r, _)| *r == DisruptionReason::Underutilized)
-            .map(|(n, _, _)| n.clone())
+            .map(|(c, _, _)| c.node.as_str())
             .collect();
-        for (c, _, _) in &options {
-            if !chosen.contains(&c.node) && !already.contains(&c.node) {
-                self.blocked.push((
-                    c.node.clone(),
-                    DisruptionReason::Underutilized,
-                    "waiting: one consolidation command at a time, as Karpenter".to_string(),
-                ));
-            }
+        let waiting: Vec<&'a Candidate> = options
+            .iter()
+            .map(|(c, _, _)| *c)
+            .filter(|c| !chosen.contains(&c.node) && !already.contains(c.node.as_str()))
+            .collect();
+        for c in waiting {
+            self.blocked.push((
+                c,
+                DisruptionReason::Underutilized,
+                Cow::Borrowed("waiting: one consolidation command at a time, as Karpenter"),
+            ));
         }
         self.world.take(&mut self.taken, chosen);
         self.mark("listings");
@@ -719,7 +810,7 @@ impl<'a> Evaluation<'a> {
         for (c, launches, savings) in options.drain(..) {
             if let Err(why) = self.balanced(&[c], savings) {
                 self.blocked
-                    .push((c.node.clone(), DisruptionReason::Underutilized, why));
+                    .push((c, DisruptionReason::Underutilized, Cow::Owned(why)));
                 continue;
             }
             kept.push((c, launches, savings));
@@ -733,6 +824,12 @@ impl<'a> Evaluation<'a> {
     /// nodes' disruption cost over the NodePool's total disruption cost, must be at least 1/2.
     /// Totals are over every node of the NodePool, candidates or not.
     fn balanced(&self, nodes: &[&Candidate], savings: i64) -> Result<(), String> {
+        if !nodes
+            .iter()
+            .any(|c| c.policy == ConsolidationPolicy::Balanced)
+        {
+            return Ok(());
+        }
         let source: i64 = nodes.iter().map(|c| price_of(c)).sum();
         let mut pools: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
         for c in nodes {
@@ -747,11 +844,16 @@ impl<'a> Evaluation<'a> {
             if !balanced {
                 continue;
             }
-            let (mut price_total, mut cost_total) = (0i64, 0i64);
-            for (_, c) in self.candidates.values().filter(|(_, c)| c.nodepool == pool) {
-                price_total += price_of(c);
-                cost_total += c.disruption_cost;
-            }
+            let totals = self.pool_totals.get_or_init(|| {
+                let mut totals: BTreeMap<&'a str, (i64, i64)> = BTreeMap::new();
+                for (_, c) in self.candidates.values() {
+                    let t = totals.entry(c.nodepool.as_str()).or_insert((0, 0));
+                    t.0 += price_of(c);
+                    t.1 += c.disruption_cost;
+                }
+                totals
+            });
+            let (price_total, cost_total) = totals.get(pool).copied().unwrap_or((0, 0));
             let pool_savings = if nodes.len() > 1 && source > 0 {
                 savings as f64 * price as f64 / source as f64
             } else {
@@ -787,7 +889,7 @@ impl<'a> Evaluation<'a> {
     fn multi_node(&mut self, candidates: &[&'a Candidate]) -> Option<Command> {
         let mut pool_left: BTreeMap<String, i64> = BTreeMap::new();
         let mut list: Vec<&'a Candidate> = Vec::new();
-        let mut sorted: Vec<&'a Candidate> = candidates
+        let mut sorted: std::collections::BinaryHeap<Ranked<'a>> = candidates
             .iter()
             .copied()
             .filter(|c| {
@@ -800,15 +902,12 @@ impl<'a> Evaluation<'a> {
                     && c.price.is_some()
                     && Self::consolidation_blocker(c, false).is_none()
             })
+            .map(|c| Ranked(price_of(c) as f64 / c.disruption_cost.max(1) as f64, c))
             .collect();
         // Highest price per unit of disruption cost first (Karpenter's `SavingsRatio`): the
-        // prefix the binary search tries holds the nodes most worth removing.
-        sorted.sort_by(|a, b| {
-            let ra = price_of(a) as f64 / a.disruption_cost.max(1) as f64;
-            let rb = price_of(b) as f64 / b.disruption_cost.max(1) as f64;
-            rb.total_cmp(&ra).then_with(|| a.node.cmp(&b.node))
-        });
-        for c in sorted {
+        // prefix the binary search tries holds the nodes most worth removing. A heap, as only
+        // the first hundred or so of ten thousand are wanted.
+        while let Some(Ranked(_, c)) = sorted.pop() {
             let left = match pool_left.get(&c.nodepool) {
                 Some(l) => *l,
                 None => {
@@ -916,6 +1015,32 @@ impl<'a> Evaluation<'a> {
         out
     }
 }
+
+/// A multi-node candidate by its price per unit of disruption cost: the greatest first, then
+/// by node name.
+struct Ranked<'a>(f64, &'a Candidate);
+
+impl Ord for Ranked<'_> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0
+            .total_cmp(&other.0)
+            .then_with(|| other.1.node.cmp(&self.1.node))
+    }
+}
+
+impl PartialOrd for Ranked<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Ranked<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == std::cmp::Ordering::Equal
+    }
+}
+
+impl Eq for Ranked<'_> {}
 
 /// A blocked candidate's listing.
 fn listing(c: &Candidate, reason: DisruptionReason, why: String) -> Decision {
@@ -1055,10 +1180,13 @@ struct Commands {
     memo: RefCell<Memo>,
     /// The commands' decisions last answered.
     commanded: HashMap<Decision, isize>,
-    /// The blocked candidates' listings last answered, by node and reason.
-    listed: FxHashMap<(String, DisruptionReason), Decision>,
+    /// The blocked candidates' listings last answered, by node: per reason, the listing and
+    /// the evaluation that last gave it.
+    listed: FxHashMap<String, Vec<(DisruptionReason, Decision, u64)>>,
     /// Single-node outcomes (see [`Evaluation::consolidate_one`]).
     checks: RefCell<FxHashMap<String, Check>>,
+    /// Candidates' demands (see [`Evaluation::plausible`]).
+    demands: RefCell<FxHashMap<u64, Demand>>,
     /// Evaluations so far.
     evaluation: u64,
 }
@@ -1102,8 +1230,8 @@ impl Maintained for Commands {
         if candidates.is_empty() {
             changes(&self.commanded, &HashMap::new(), out);
             self.commanded.clear();
-            for (_, d) in self.listed.drain() {
-                out.push((d, -1));
+            for (_, ds) in self.listed.drain() {
+                out.extend(ds.into_iter().map(|(_, d, _)| (d, -1)));
             }
             return;
         }
@@ -1120,6 +1248,7 @@ impl Maintained for Commands {
             world,
             candidates,
             checks: &self.checks,
+            demands: &self.demands,
             evaluation: self.evaluation,
             priced: RefCell::new(FxHashMap::default()),
             forced,
@@ -1130,6 +1259,7 @@ impl Maintained for Commands {
             total_free,
             commands: Vec::new(),
             blocked: Vec::new(),
+            pool_totals: std::cell::OnceCell::new(),
             taken: Taken::default(),
             check_hits: std::cell::Cell::new(0),
             phases,
@@ -1140,6 +1270,9 @@ impl Maintained for Commands {
         self.checks
             .borrow_mut()
             .retain(|_, c| c.evaluation == evaluation);
+        self.demands
+            .borrow_mut()
+            .retain(|_, d| d.evaluation == evaluation);
         let candidates = eval.candidates.len();
         eval.mark("checks");
         let mut commanded: HashMap<Decision, isize> = HashMap::new();
@@ -1148,35 +1281,39 @@ impl Maintained for Commands {
         }
         changes(&self.commanded, &commanded, out);
         self.commanded = commanded;
-        // Listings are compared as (node, reason, why) first: most stay as they were, and
+        // Listings are compared as (node, reason, why) in place: most stay as they were, and
         // rebuilding and hashing ten thousand of them per change was a fifth of it.
-        let mut listed = FxHashMap::default();
-        listed.reserve(eval.blocked.len());
-        for (node, reason, why) in std::mem::take(&mut eval.blocked) {
-            let Some(c) = eval.candidate(&node) else {
-                continue;
+        for (c, reason, why) in std::mem::take(&mut eval.blocked) {
+            let held = match self.listed.get_mut(c.node.as_str()) {
+                Some(held) => held,
+                None => self.listed.entry(c.node.clone()).or_default(),
             };
-            let key = (node, reason);
-            if listed.contains_key(&key) {
-                continue;
-            }
-            let d = match self.listed.remove(&key) {
-                Some(d) if listing_is(&d, c, &why) => d,
-                before => {
-                    if let Some(b) = before {
-                        out.push((b, -1));
-                    }
-                    let d = listing(c, reason, why);
-                    out.push((d.clone(), 1));
-                    d
+            match held.iter_mut().find(|(r, _, _)| *r == reason) {
+                // The first listing of (node, reason) this evaluation wins.
+                Some((_, _, seen)) if *seen == evaluation => {}
+                Some((_, d, seen)) if listing_is(d, c, &why) => *seen = evaluation,
+                Some((_, d, seen)) => {
+                    let new = listing(c, reason, why.into_owned());
+                    out.push((std::mem::replace(d, new.clone()), -1));
+                    out.push((new, 1));
+                    *seen = evaluation;
                 }
-            };
-            listed.insert(key, d);
+                None => {
+                    let d = listing(c, reason, why.into_owned());
+                    out.push((d.clone(), 1));
+                    held.push((reason, d, evaluation));
+                }
+            }
         }
-        for (_, d) in self.listed.drain() {
-            out.push((d, -1));
-        }
-        self.listed = listed;
+        self.listed.retain(|_, held| {
+            held.retain(|(_, d, seen)| {
+                if *seen != evaluation {
+                    out.push((d.clone(), -1));
+                }
+                *seen == evaluation
+            });
+            !held.is_empty()
+        });
         eval.mark("answer");
         let m = memo.borrow();
         tracing::debug!(

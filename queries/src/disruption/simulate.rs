@@ -23,7 +23,7 @@ use dovetail_dataflow::model::instance_type::OfferingFilter;
 use dovetail_dataflow::model::labels::HOSTNAME;
 use dovetail_dataflow::model::{Resources, WhenUnsatisfiable};
 use dovetail_dataflow::stable_hash::stable_hash;
-use rustc_hash::FxHashMap as HashMap;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
@@ -118,9 +118,14 @@ impl Memo {
     }
 
     /// The walk kept for `key`, with what it read, if that is unchanged.
-    fn walk(&mut self, key: u64, world: &World) -> Option<(Rc<SolverOutput>, Reads)> {
+    fn walk(
+        &mut self,
+        key: u64,
+        world: &World,
+        removed: &Removed,
+    ) -> Option<(Rc<SolverOutput>, Reads)> {
         let w = self.walks.get_mut(&key)?;
-        if !world.unchanged(&w.reads) {
+        if !world.unchanged_for(&w.reads, removed) {
             return None;
         }
         w.used = self.evaluation;
@@ -158,6 +163,12 @@ pub struct World<'a> {
     existing_hashes: BTreeMap<ClassId, u64>,
     /// A hash of the NodePools' offers and of every node's share of their limits.
     pools_hash: u64,
+    /// A hash of every class's existing-run hash: while it stands, so does every
+    /// [`World::existing_context`] (checked once per evaluation, not per candidate).
+    pub existing_all: u64,
+    /// A hash of the NodePools' offers and every class's compatibility: while it stands, so
+    /// does every [`World::cheapest_launch_for_one`].
+    pub offers_all: u64,
     /// Nodes whose allocatable counts against a NodePool limit (a simulation without them
     /// leaves more room under the limit).
     limited_nodes: BTreeSet<&'a str>,
@@ -180,17 +191,27 @@ pub struct Simulation {
     new: Option<Rc<SolverOutput>>,
     /// Which existing nodes the answer read.
     pub reads: Reads,
+    /// Whether the answer read the NodePools (it priced new NodeClaims, or ran over the whole
+    /// cluster with them open): if so it also depends on [`World::new_context`].
+    pub reads_pools: bool,
+    /// The memo's key for the existing-node walk it used, if any (see [`World::keep_walk`]).
+    pub walk: Option<u64>,
 }
 
 /// Which existing nodes a simulation read: the first `covered` chunks, whose nodes hashed to
-/// `prefix`, and whether it placed every pod there (if not, it read every chunk and stands only
-/// while there are no more). While [`World::unchanged`] holds, the same simulation gives the
-/// same answer, whatever happened further down the node list.
+/// `prefix`, which of them it left out (taken by earlier commands or its own), and whether it
+/// placed every pod there (if not, it read every chunk and stands only while there are no
+/// more). While [`World::unchanged`] holds, the same simulation gives the same answer, whatever
+/// happened further down the node list, including nodes taken there: at 10,000 nodes an
+/// emptiness command taking one more node had made every kept answer stale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reads {
     covered: usize,
     complete: bool,
     prefix: u64,
+    /// A hash of the positions of the removed nodes among those read (the prefix fixes the
+    /// positions).
+    removed: u64,
 }
 
 impl Simulation {
@@ -324,13 +345,17 @@ pub fn fingerprint(n: &NodeState) -> u64 {
 /// simulation of it. It grows one command at a time while thousands of candidates are checked
 /// against it, so it is indexed as it grows ([`World::take`]), not per check: with a hundred
 /// commands, rebuilding and hashing it per check was most of an evaluation at 10,000 nodes.
+///
+/// Every candidate asks whether it is taken, so the names are hashed, not ordered (string
+/// comparisons of `node-0…` names were a tenth of an evaluation), and the keys naming the sets
+/// are sums of their names' hashes, which need no order.
 #[derive(Debug, Default)]
 pub struct Taken {
-    names: BTreeSet<String>,
+    names: HashSet<String>,
     /// Their positions among the destinations of the evaluation's [`World`].
     gone: BTreeSet<usize>,
     /// Those whose allocatable counts against a NodePool limit.
-    limited: BTreeSet<String>,
+    limited: HashSet<String>,
     /// Hashes naming `names` and `limited`.
     key: u64,
     limited_key: u64,
@@ -342,8 +367,17 @@ impl Taken {
     }
 }
 
+/// SplitMix64's finaliser: a cheap, well-mixed hash of a position (checks hash every taken
+/// position before the end of what they read, thousands of times per evaluation).
+fn mix(i: usize) -> u64 {
+    let mut z = (i as u64).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 /// What one simulation leaves out: the evaluation's taken nodes and the check's own.
-struct Removed<'r> {
+pub struct Removed<'r> {
     taken: &'r Taken,
     /// The check's own nodes that are not taken already, in name order.
     own: Vec<&'r str>,
@@ -360,10 +394,12 @@ impl Removed<'_> {
         self.taken.gone.contains(&i) || self.own_gone.contains(&i)
     }
 
-    /// Names the removed set. One set may get two names, split differently between taken and
-    /// own nodes: that costs a memo miss, never a wrong answer.
-    fn key(&self) -> (u64, &[&str]) {
-        (self.taken.key, &self.own)
+    /// A hash of the removed destinations before position `end`: a sum of one hash per
+    /// position, so the taken and own parts (which never overlap) add up in any order.
+    fn hash_before(&self, end: usize) -> u64 {
+        let taken = self.taken.gone.range(..end).map(|&i| mix(i));
+        let own = self.own_gone.iter().filter(|&&i| i < end).map(|&i| mix(i));
+        taken.chain(own).fold(0u64, u64::wrapping_add)
     }
 }
 
@@ -429,6 +465,8 @@ impl<'a> World<'a> {
         let mut sorted_pools: Vec<&&PoolTypes> = pools.iter().collect();
         sorted_pools.sort_by(|a, b| a.nodepool.name.cmp(&b.nodepool.name));
         let pools_hash = stable_hash(&(sorted_pools, limit_usage));
+        let existing_all = stable_hash(&existing_hashes);
+        let offers_all = stable_hash(&(pools_hash, &compat_hashes));
         World {
             pools,
             classes,
@@ -440,6 +478,8 @@ impl<'a> World<'a> {
             compat_hashes,
             existing_hashes,
             pools_hash,
+            existing_all,
+            offers_all,
             limited_nodes,
             chunks,
             all_destinations_hash: std::cell::OnceCell::new(),
@@ -483,28 +523,42 @@ impl<'a> World<'a> {
         price
     }
 
+    /// What a simulation removing `nodes` leaves out, with the `taken` ones.
+    pub fn removed<'r>(&self, taken: &'r Taken, nodes: &[&'r str]) -> Removed<'r> {
+        let mut own: Vec<&str> = nodes
+            .iter()
+            .copied()
+            .filter(|n| !taken.contains(n))
+            .collect();
+        own.sort_unstable();
+        own.dedup();
+        let own_gone = own
+            .iter()
+            .filter_map(|n| self.index.get(n).copied())
+            .collect();
+        Removed {
+            taken,
+            own,
+            own_gone,
+        }
+    }
+
     /// Adds nodes to an evaluation's taken set.
     pub fn take(&self, taken: &mut Taken, names: impl IntoIterator<Item = String>) {
-        let (mut grew, mut limited_grew) = (false, false);
         for name in names {
             if taken.names.contains(&name) {
                 continue;
             }
+            let h = stable_hash(&name);
             if let Some(&i) = self.index.get(name.as_str()) {
                 taken.gone.insert(i);
             }
             if self.limited_nodes.contains(name.as_str()) {
                 taken.limited.insert(name.clone());
-                limited_grew = true;
+                taken.limited_key = taken.limited_key.wrapping_add(h);
             }
             taken.names.insert(name);
-            grew = true;
-        }
-        if grew {
-            taken.key = stable_hash(&taken.names);
-        }
-        if limited_grew {
-            taken.limited_key = stable_hash(&taken.limited);
+            taken.key = taken.key.wrapping_add(h);
         }
     }
 
@@ -521,22 +575,7 @@ impl<'a> World<'a> {
         pods: &[(ClassId, i64)],
         new_nodeclaims: bool,
     ) -> Simulation {
-        let mut own: Vec<&str> = nodes
-            .iter()
-            .copied()
-            .filter(|n| !taken.contains(n))
-            .collect();
-        own.sort_unstable();
-        own.dedup();
-        let own_gone = own
-            .iter()
-            .filter_map(|n| self.index.get(n).copied())
-            .collect();
-        let removed = Removed {
-            taken,
-            own,
-            own_gone,
-        };
+        let removed = self.removed(taken, nodes);
         let mut classes = Vec::new();
         let mut whole = false;
         for &(id, count) in pods {
@@ -579,11 +618,9 @@ impl<'a> World<'a> {
             return Simulation {
                 existing,
                 new: None,
-                reads: Reads {
-                    covered,
-                    complete: false,
-                    prefix: self.prefix_of(covered),
-                },
+                reads: self.reads(covered, false, &removed),
+                reads_pools: true,
+                walk: None,
             };
         }
         // Without zone-like spread or any affinity, the solver tries every existing node before
@@ -592,12 +629,14 @@ impl<'a> World<'a> {
         // alone, then new NodeClaims for what they leave over. The second, the costly one,
         // depends only on the leftovers and the NodePools, so it is reused while churn
         // elsewhere in the cluster re-runs the first.
-        let (existing, reads) = self.existing_run(&classes, &removed);
+        let (existing, reads, walk) = self.existing_run(&classes, &removed);
         if existing.failures.is_empty() || !new_nodeclaims {
             return Simulation {
                 existing,
                 new: None,
                 reads,
+                reads_pools: false,
+                walk: Some(walk),
             };
         }
         let mut leftover: BTreeMap<ClassId, i64> = BTreeMap::new();
@@ -624,6 +663,8 @@ impl<'a> World<'a> {
             existing,
             new: Some(new),
             reads,
+            reads_pools: true,
+            walk: Some(walk),
         }
     }
 
@@ -645,10 +686,11 @@ impl<'a> World<'a> {
         &self,
         classes: &[SimClass<'a>],
         removed: &Removed,
-    ) -> (Rc<SolverOutput>, Reads) {
-        let walk_key = stable_hash(&("walk", &self.existing_key(classes), removed.key()));
-        if let Some(hit) = self.memo.borrow_mut().walk(walk_key, self) {
-            return hit;
+    ) -> (Rc<SolverOutput>, Reads, u64) {
+        // Taken nodes are not in the key: the walk's reads say which of them it saw.
+        let walk_key = stable_hash(&("walk", &self.existing_key(classes), &removed.own));
+        if let Some((out, reads)) = self.memo.borrow_mut().walk(walk_key, self, removed) {
+            return (out, reads, walk_key);
         }
         let mut left: Vec<SimClass<'a>> = classes.to_vec();
         let mut placements = Vec::new();
@@ -713,15 +755,23 @@ impl<'a> World<'a> {
             failures,
             lower_bound: Default::default(),
         });
-        let reads = Reads {
-            covered,
-            complete: left.is_empty(),
-            prefix: self.prefix_of(covered),
-        };
+        let reads = self.reads(covered, left.is_empty(), removed);
         self.memo
             .borrow_mut()
             .keep_walk(walk_key, reads, out.clone());
-        (out, reads)
+        (out, reads, walk_key)
+    }
+
+    /// Keeps the walk `key` for the next evaluation, though this one did not ask for it: an
+    /// answer kept elsewhere (a candidate's check) stood on it, and when that answer has to be
+    /// redone for a reason the walk does not read (the candidate's price), the walk still
+    /// stands.
+    pub fn keep_walk(&self, key: u64) {
+        let mut memo = self.memo.borrow_mut();
+        let evaluation = memo.evaluation;
+        if let Some(w) = memo.walks.get_mut(&key) {
+            w.used = evaluation;
+        }
     }
 
     /// The hash of the first `covered` chunks' nodes.
@@ -732,22 +782,74 @@ impl<'a> World<'a> {
             .map_or(0, |c| c.prefix)
     }
 
-    /// Whether what a simulation read of the existing nodes is as it was.
-    pub fn unchanged(&self, reads: &Reads) -> bool {
-        self.prefix_of(reads.covered) == reads.prefix
-            && (reads.complete || reads.covered == self.chunks.len())
+    fn reads(&self, covered: usize, complete: bool, removed: &Removed) -> Reads {
+        Reads {
+            covered,
+            complete,
+            prefix: self.prefix_of(covered),
+            removed: removed.hash_before(self.end_of(covered)),
+        }
     }
 
-    /// Everything but the existing nodes that a simulation of removing `own` with `pods`
-    /// depends on: the nodes already taken, the NodePools' offers and limits, and the pods'
-    /// classes and compatibility. Two simulations with equal contexts and [`Reads`] that are
-    /// both [`World::unchanged`] give the same answer.
-    pub fn context(&self, taken: &Taken, pods: &[(ClassId, i64)]) -> u64 {
+    /// The destination position after the first `covered` chunks.
+    fn end_of(&self, covered: usize) -> usize {
+        covered
+            .checked_sub(1)
+            .and_then(|j| self.chunks.get(j))
+            .map_or(0, |c| c.end)
+    }
+
+    /// Whether what a simulation removing `nodes` (with the `taken` ones) read of the existing
+    /// nodes is as it was.
+    pub fn unchanged(&self, reads: &Reads, taken: &Taken, nodes: &[&str]) -> bool {
+        if let [node] = nodes {
+            // One candidate's own check, thousands per evaluation: without building a
+            // `Removed`.
+            if self.prefix_of(reads.covered) != reads.prefix
+                || !(reads.complete || reads.covered == self.chunks.len())
+            {
+                return false;
+            }
+            let end = self.end_of(reads.covered);
+            let mut h = taken
+                .gone
+                .range(..end)
+                .fold(0u64, |h, &i| h.wrapping_add(mix(i)));
+            if !taken.contains(node) {
+                if let Some(&i) = self.index.get(node).filter(|&&i| i < end) {
+                    h = h.wrapping_add(mix(i));
+                }
+            }
+            return h == reads.removed;
+        }
+        self.unchanged_for(reads, &self.removed(taken, nodes))
+    }
+
+    fn unchanged_for(&self, reads: &Reads, removed: &Removed) -> bool {
+        self.prefix_of(reads.covered) == reads.prefix
+            && (reads.complete || reads.covered == self.chunks.len())
+            && removed.hash_before(self.end_of(reads.covered)) == reads.removed
+    }
+
+    /// What a simulation with `pods` reads of their classes when it stays on existing nodes:
+    /// each class's existing-run hash (not prices or offerings). Two simulations of the same
+    /// nodes with equal contexts and [`Reads`] that are both [`World::unchanged`], neither of
+    /// which [`Simulation::reads_pools`], give the same answer.
+    pub fn existing_context(&self, pods: &[(ClassId, i64)]) -> u64 {
+        pods.iter().fold(0, |h, (id, _)| {
+            mix(h as usize ^ self.existing_hashes.get(id).copied().unwrap_or(0) as usize)
+        })
+    }
+
+    /// What a simulation with `pods` that [`Simulation::reads_pools`] reads besides: the
+    /// NodePools' offers and limits, the taken nodes' share of the limits, and the classes'
+    /// whole compatibility.
+    pub fn new_context(&self, taken: &Taken, pods: &[(ClassId, i64)]) -> u64 {
         let classes: Vec<u64> = pods
             .iter()
             .map(|(id, _)| self.compat_hashes.get(id).copied().unwrap_or(0))
             .collect();
-        stable_hash(&(taken.key, taken.limited_key, self.pools_hash, classes))
+        stable_hash(&(taken.limited_key, self.pools_hash, classes))
     }
 
     /// What a simulation's answer depends on for its pods: each class, its count, and a hash of
@@ -1064,9 +1166,11 @@ mod tests {
             {
                 let world = world(&classes, &ids, &compat, &nodes, &memo);
                 // In every other stretch of five evaluations an earlier command took a node,
-                // one early in name order, where walks read.
+                // early in name order, where walks read, or (every other twenty) late, where
+                // most do not.
                 let mut taken = Taken::default();
-                let taken_name = format!("node-{:04}", (round / 10) % 10);
+                let first = if (round / 20) % 2 == 0 { 0 } else { 150 };
+                let taken_name = format!("node-{:04}", first + (round / 10) % 10);
                 if (round / 5) % 2 == 0 {
                     world.take(&mut taken, [taken_name.clone()]);
                 }
