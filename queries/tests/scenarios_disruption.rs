@@ -191,6 +191,83 @@ fn an_empty_node_is_deleted_and_a_busy_one_is_not() {
     assert!(commanded(&o, "busy").is_none(), "{:#?}", o.disruptions);
 }
 
+/// A node's price is its own offering's: its type in its zone and capacity type, or the
+/// cheapest of its type's offerings over whichever of the two it has no label for.
+#[test]
+fn a_node_is_priced_by_its_own_offering_or_the_cheapest_its_labels_allow() {
+    // No capacity-type requirement: the NodePool's types keep their spot offerings.
+    let any_capacity = pool(
+        "default",
+        "",
+        "",
+        &disruption("WhenEmptyOrUnderutilized", "0s", &["{nodes: \"100%\"}"]),
+    );
+    let yaml = any_capacity
+        + NODECLASS
+        + &node(
+            "labelled",
+            "default",
+            "m5.xlarge",
+            "us-east-1b",
+            "on-demand",
+            CREATED,
+            "",
+        )
+        + &node(
+            "no-zone",
+            "default",
+            "m5.2xlarge",
+            "us-east-1b",
+            "on-demand",
+            CREATED,
+            "",
+        )
+        + &node(
+            "bare",
+            "default",
+            "m5.4xlarge",
+            "us-east-1b",
+            "on-demand",
+            CREATED,
+            "",
+        );
+    let mut facts = facts(&yaml);
+    edit_node(&mut facts, "no-zone", |n| {
+        n.labels.remove("topology.kubernetes.io/zone");
+    });
+    edit_node(&mut facts, "bare", |n| {
+        n.labels.remove("topology.kubernetes.io/zone");
+        n.labels.remove("karpenter.sh/capacity-type");
+    });
+    let o = plan_facts_at(facts, MONDAY_MS);
+    let cheapest = |name: &str, capacity_type: Option<&str>| {
+        it(name)
+            .offerings
+            .iter()
+            .filter(|o| capacity_type.is_none_or(|c| o.capacity_type == c))
+            .map(|o| o.price.0)
+            .min()
+            .unwrap_or_else(|| panic!("{name} has offerings"))
+    };
+    let expected = [
+        ("labelled", node_price("m5.xlarge", "us-east-1b", "on-demand")),
+        ("no-zone", cheapest("m5.2xlarge", Some("on-demand"))),
+        ("bare", cheapest("m5.4xlarge", None)),
+    ];
+    let d = commanded(&o, "labelled").unwrap_or_else(|| panic!("{:#?}", o.disruptions));
+    assert_eq!(d.reason, DisruptionReason::Empty);
+    // The three go in one emptiness command, whose savings are their prices' sum.
+    for (name, _) in &expected {
+        let c = commanded(&o, name).unwrap_or_else(|| panic!("{name}: {:#?}", o.disruptions));
+        assert_eq!(c.command, d.command, "{name}");
+    }
+    assert_eq!(
+        d.savings_per_hour.0,
+        expected.iter().map(|(_, p)| p).sum::<i64>(),
+        "{expected:?}"
+    );
+}
+
 /// Karpenter's Consolidatable condition: `consolidateAfter` counts from the NodeClaim's
 /// `status.lastPodEventTime`, not from the node's creation.
 #[test]

@@ -26,37 +26,67 @@ use std::collections::BTreeMap;
 /// in millionths.
 pub const NODE_DISRUPTION_COST: i64 = 1_000_000;
 
-/// What a node's NodePool says about it.
+/// What a node's NodePool says about it. Its price comes apart (see [`offer_prices`]): a price
+/// change must not touch every node of the NodePool.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 struct PoolView {
     policy: ConsolidationPolicy,
     /// `None`: `consolidateAfter: Never`.
     consolidate_after_ms: Option<i64>,
-    price: Option<Price>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 enum Part {
     Node(Box<Node>),
     Pool(PoolView),
+    Price(Price),
     Pod(MovablePod),
     Blocker(String),
     Consolidatable,
 }
 
-/// The price of the node's offering in its NodePool's current types.
-pub fn node_price(node: &Node, pool: &PoolTypes) -> Option<Price> {
-    let name = node.labels.get(INSTANCE_TYPE)?;
-    let zone = node.labels.get(ZONE);
-    let capacity_type = node.labels.get(CAPACITY_TYPE);
-    let pt = pool.types.iter().find(|t| &t.instance_type.name == name)?;
-    pt.instance_type
-        .offerings
-        .iter()
-        .filter(|o| zone.is_none_or(|z| &o.zone == z))
-        .filter(|o| capacity_type.is_none_or(|c| &o.capacity_type == c))
-        .map(|o| o.price)
-        .min()
+/// Where a node's price is looked up: its NodePool, instance type, and zone and capacity type
+/// (None when the node has no such label: any).
+type OfferKey = (String, String, Option<String>, Option<String>);
+
+/// A node's [`OfferKey`]; None without an instance-type label (no price).
+fn offer_key(n: &Node) -> Option<OfferKey> {
+    Some((
+        n.labels.get(NODEPOOL)?.clone(),
+        n.labels.get(INSTANCE_TYPE)?.clone(),
+        n.labels.get(ZONE).cloned(),
+        n.labels.get(CAPACITY_TYPE).cloned(),
+    ))
+}
+
+/// The cheapest offering of each NodePool, instance type, zone and capacity type, and of each
+/// type with the zone, the capacity type or both left open: a node's price is that of its
+/// [`OfferKey`] (its own offering, or the cheapest its labels allow), kept per key so that a
+/// price change reaches only the nodes it prices, not every node of the NodePool.
+fn offer_prices<'s>(
+    pools: VecCollection<'s, Epoch, (String, PoolTypes)>,
+) -> VecCollection<'s, Epoch, (OfferKey, Price)> {
+    pools
+        .flat_map(|(pool, pt)| {
+            let mut out = Vec::new();
+            for t in &pt.types {
+                let name = &t.instance_type.name;
+                for o in &t.instance_type.offerings {
+                    for zone in [Some(&o.zone), None] {
+                        for ct in [Some(&o.capacity_type), None] {
+                            let key = (pool.clone(), name.clone(), zone.cloned(), ct.cloned());
+                            out.push((key, o.price));
+                        }
+                    }
+                }
+            }
+            out
+        })
+        .reduce_named("OfferPrices", |_, prices, out| {
+            if let Some(p) = prices.iter().filter(|(_, r)| *r > 0).map(|(p, _)| **p).min() {
+                out.push((p, 1));
+            }
+        })
 }
 
 /// `consolidateAfter` in ms (`None`: Never). Malformed values count as 0s, as Karpenter's
@@ -79,15 +109,23 @@ pub fn candidates<'s>(
         let pool = n.labels.get(NODEPOOL).cloned().unwrap_or_default();
         (pool, n)
     });
-    let views = by_pool.join_map(pools, |_, n, pool| {
+    let settings = pools.clone().map(|(name, pool)| {
         let view = PoolView {
             policy: pool.nodepool.disruption.consolidation_policy,
             consolidate_after_ms: consolidate_after_ms(&pool.nodepool),
-            price: node_price(n, pool),
         };
-        let since = n.last_pod_event_ms.or(n.created_ms).unwrap_or(0);
-        (n.name.clone(), view, since)
+        (name, view)
     });
+    let views = by_pool.join_map(settings, |_, n, view| {
+        let since = n.last_pod_event_ms.or(n.created_ms).unwrap_or(0);
+        (n.name.clone(), view.clone(), since)
+    });
+    let prices = managed
+        .clone()
+        .flat_map(|n| offer_key(&n).map(|k| (k, n.name)))
+        .join_map(offer_prices(pools), |_, node, price| {
+            (node.clone(), Part::Price(*price))
+        });
     let consolidatable = during(
         views
             .clone()
@@ -98,12 +136,14 @@ pub fn candidates<'s>(
     managed
         .map(|n| (n.name.clone(), Part::Node(Box::new(n))))
         .concat(views.map(|(node, v, _)| (node, Part::Pool(v))))
+        .concat(prices)
         .concat(pods.map(|(node, p)| (node, Part::Pod(p))))
         .concat(blockers.map(|(node, b)| (node, Part::Blocker(b))))
         .concat(consolidatable)
         .reduce_named("DisruptionCandidates", |name, parts, out| {
             let mut node = None;
             let mut view = None;
+            let mut price = None;
             let mut pods: BTreeMap<u64, i64> = BTreeMap::new();
             let mut cost = NODE_DISRUPTION_COST;
             let mut blocker = None;
@@ -113,6 +153,7 @@ pub fn candidates<'s>(
                 match part {
                     Part::Node(n) => node = Some(n),
                     Part::Pool(v) => view = Some(v),
+                    Part::Price(p) => price = Some(*p),
                     Part::Pod(p) => {
                         *pods.entry(p.class).or_insert(0) += r;
                         // A pod with a negative eviction cost must not make its node look
@@ -145,7 +186,7 @@ pub fn candidates<'s>(
                     consolidatable,
                     capacity_type: node.labels.get(CAPACITY_TYPE).cloned().unwrap_or_default(),
                     instance_type: node.labels.get(INSTANCE_TYPE).cloned().unwrap_or_default(),
-                    price: view.price,
+                    price,
                     pods: pods.into_iter().filter(|(_, n)| *n > 0).collect(),
                     disruption_cost: cost,
                     blocked_by: node_blocker.or(blocker),
