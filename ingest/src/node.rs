@@ -7,6 +7,7 @@ use crate::resources::to_resources;
 use crate::selectors::requirement_list;
 use crate::taints::taints;
 use crate::time::parse_rfc3339_ms;
+use dovetail_dataflow::model::duration::parse_duration;
 use dovetail_dataflow::model::labels::{ENCLAVES, SECURITY_GROUP_IDS, SUBNET_ID};
 use dovetail_dataflow::model::{LaunchedWith, Node, Operator};
 use std::collections::BTreeMap;
@@ -152,6 +153,8 @@ pub(crate) struct Claim {
     pub launched: LaunchedWith,
     /// `status.lastPodEventTime` in ms.
     pub last_pod_event_ms: Option<i64>,
+    /// `spec.expireAfter`, checked to be a duration or `Never`.
+    pub expire_after: Option<String>,
     /// The claim as an in-flight node; `None` when it reports no capacity yet (not launched).
     pub node: Option<Node>,
 }
@@ -190,6 +193,12 @@ pub(crate) fn nodeclaim(root: &At) -> FieldResult<Claim> {
         None => (None, None, Default::default(), Default::default()),
     };
     let launched = launched_with(root, status.as_ref())?;
+    let expire_after = spec.str("expireAfter")?;
+    if let Some(v) = &expire_after {
+        if let Err(why) = parse_duration(v) {
+            return Err(spec.err_at("expireAfter", why));
+        }
+    }
     let last_pod_event_ms = match &status {
         Some(s) => timestamp(s, "lastPodEventTime")?,
         None => None,
@@ -209,6 +218,7 @@ pub(crate) fn nodeclaim(root: &At) -> FieldResult<Claim> {
         deleting: m.deleting,
         launched: launched.clone(),
         last_pod_event_ms,
+        expire_after: expire_after.clone(),
         ..Node::default()
     });
     let node = match node {
@@ -226,6 +236,7 @@ pub(crate) fn nodeclaim(root: &At) -> FieldResult<Claim> {
         deleting: m.deleting,
         launched,
         last_pod_event_ms,
+        expire_after,
         node,
     })
 }
@@ -261,6 +272,7 @@ pub(crate) fn attach_claims(nodes: &mut Vec<Node>, claims: Vec<Claim>) -> Vec<St
                 }
                 node.launched = claim.launched;
                 node.last_pod_event_ms = claim.last_pod_event_ms;
+                node.expire_after = claim.expire_after;
                 if claim.deleting {
                     node.deleting = true;
                     node.unschedulable = true;

@@ -214,3 +214,32 @@ fn pod_creation_time_is_read() {
         [("web", Some(1_795_996_801_000)), ("undated", None)]
     );
 }
+
+#[test]
+fn claim_expire_after_reaches_its_node_and_a_malformed_one_is_an_error_naming_the_field() {
+    let with_spec = |v: &str| {
+        claim("general-abc", "ip-1", "", "").replace(
+            "  requirements: []\n",
+            &format!("  requirements: []\n  expireAfter: {v}\n"),
+        )
+    };
+    let m = load(&[node("ip-1", "", ""), with_spec("36h"), node("bare", "", "")].concat());
+    assert_eq!(node_named(&m, "ip-1").expire_after.as_deref(), Some("36h"));
+    assert_eq!(node_named(&m, "bare").expire_after, None);
+    let m = load(&[node("ip-1", "", ""), with_spec("Never")].concat());
+    assert_eq!(
+        node_named(&m, "ip-1").expire_after.as_deref(),
+        Some("Never")
+    );
+
+    let err = load_err(&[node("ip-1", "", ""), with_spec("soon")].concat());
+    for part in [
+        "test.yaml",
+        "document 2",
+        "NodeClaim general-abc",
+        "spec.expireAfter",
+        "`soon` is not a duration",
+    ] {
+        assert!(err.contains(part), "error should name {part}: {err}");
+    }
+}

@@ -250,7 +250,10 @@ fn a_node_is_priced_by_its_own_offering_or_the_cheapest_its_labels_allow() {
             .unwrap_or_else(|| panic!("{name} has offerings"))
     };
     let expected = [
-        ("labelled", node_price("m5.xlarge", "us-east-1b", "on-demand")),
+        (
+            "labelled",
+            node_price("m5.xlarge", "us-east-1b", "on-demand"),
+        ),
         ("no-zone", cheapest("m5.2xlarge", Some("on-demand"))),
         ("bare", cheapest("m5.4xlarge", None)),
     ];
@@ -1381,6 +1384,31 @@ fn expire_after_never_never_expires() {
     let yaml = expiring_yaml("Never", &[("ancient", MONDAY_MS - 400 * 24 * HOUR_MS)]);
     let o = plan_at(&yaml, MONDAY_MS);
     assert!(commanded(&o, "ancient").is_none(), "{:#?}", o.disruptions);
+}
+
+/// Karpenter copies `expireAfter` into each NodeClaim when it creates it, and expires the node
+/// by the claim's value: a NodePool changed since does not move an existing node's expiry.
+#[test]
+fn a_node_expires_by_its_nodeclaims_expire_after_not_the_nodepools_current_one() {
+    let claim = |name: &str, node: &str, expire_after: &str| {
+        nodeclaim(name, node, "", "").replace(
+            "  requirements: []\n",
+            &format!("  requirements: []\n  expireAfter: {expire_after}\n"),
+        )
+    };
+    // The NodePool now says 24h; both nodes are 25 h old.
+    let created = MONDAY_MS - 25 * HOUR_MS;
+    let yaml = expiring_yaml("24h", &[("kept-48h", created), ("claimed-1h", created)])
+        + &claim("kept-claim", "kept-48h", "48h")
+        + &claim("short-claim", "claimed-1h", "1h");
+    let o = plan_at(&yaml, MONDAY_MS);
+    assert!(commanded(&o, "kept-48h").is_none(), "{:#?}", o.disruptions);
+    let d = commanded(&o, "claimed-1h").unwrap_or_else(|| panic!("{:#?}", o.disruptions));
+    assert_eq!(d.reason, DisruptionReason::Expired);
+    // Its claim's 48h pass a day later.
+    let o = plan_at(&yaml, created + 48 * HOUR_MS);
+    let d = commanded(&o, "kept-48h").unwrap_or_else(|| panic!("{:#?}", o.disruptions));
+    assert_eq!(d.reason, DisruptionReason::Expired);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -36,6 +36,10 @@ pub struct Node {
     /// The NodeClaim's `status.lastPodEventTime` (ms): when a pod was last bound to or removed
     /// from the node. `None`: no pod event yet (the node's creation counts instead).
     pub last_pod_event_ms: Option<i64>,
+    /// The NodeClaim's `spec.expireAfter` (`720h`, `Never`, …), which Karpenter copies from the
+    /// NodePool when it creates the claim: a node expires by it, not by the NodePool's current
+    /// value. `None`: not known (no NodeClaim read), and the NodePool's value counts.
+    pub expire_after: Option<String>,
 }
 
 /// What an instance was launched with: the NodeClaim's `status.imageID`, and the subnet and

@@ -83,7 +83,12 @@ fn offer_prices<'s>(
             out
         })
         .reduce_named("OfferPrices", |_, prices, out| {
-            if let Some(p) = prices.iter().filter(|(_, r)| *r > 0).map(|(p, _)| **p).min() {
+            if let Some(p) = prices
+                .iter()
+                .filter(|(_, r)| *r > 0)
+                .map(|(p, _)| **p)
+                .min()
+            {
                 out.push((p, 1));
             }
         })

@@ -1,8 +1,11 @@
-//! Query — expiration: nodes older than their NodePool's `expireAfter`.
+//! Query — expiration: nodes older than their NodeClaim's `expireAfter`.
 //!
 //! Rule: a node expires `expireAfter` (default 720h; `Never` disables it) after it was created;
-//! from then on it is disrupted forcefully, outside budgets, as Karpenter does. A timer on the
-//! logical clock: nothing is recomputed until the moment comes.
+//! from then on it is disrupted forcefully, outside budgets, as Karpenter does. The value is the
+//! NodeClaim's own `spec.expireAfter` (Karpenter copies it from the NodePool when it creates the
+//! claim, so changing the NodePool's later does not move existing nodes' expiry); the NodePool's
+//! current value counts only for a node whose NodeClaim was not read. A timer on the logical
+//! clock: nothing is recomputed until the moment comes.
 
 use super::types::Forced;
 use differential_dataflow::VecCollection;
@@ -18,7 +21,11 @@ pub const DEFAULT_EXPIRE_AFTER_MS: i64 = 720 * 3_600_000;
 /// `expireAfter` in ms (`None`: Never). Malformed values fall back to the default; the manifest
 /// reader reports them.
 pub fn expire_after_ms(pool: &NodePool) -> Option<i64> {
-    match pool.expire_after.as_deref() {
+    duration_or_default(pool.expire_after.as_deref())
+}
+
+fn duration_or_default(value: Option<&str>) -> Option<i64> {
+    match value {
         None => Some(DEFAULT_EXPIRE_AFTER_MS),
         Some(v) => parse_duration(v).unwrap_or(Some(DEFAULT_EXPIRE_AFTER_MS)),
     }
@@ -31,12 +38,16 @@ pub fn expiration<'s>(
     let deadlines = nodes
         .flat_map(|n| {
             let pool = n.labels.get(NODEPOOL)?.clone();
-            Some((pool, (n.name, n.created_ms?)))
+            Some((pool, (n.name, n.created_ms?, n.expire_after)))
         })
         .join_map(
             nodepools.map(|p| (p.name.clone(), p)),
-            |_, (node, created), pool| {
-                expire_after_ms(pool).map(|after| (node.clone(), created.saturating_add(after)))
+            |_, (node, created, own), pool| {
+                let after = match own {
+                    Some(v) => duration_or_default(Some(v)),
+                    None => expire_after_ms(pool),
+                };
+                after.map(|after| (node.clone(), created.saturating_add(after)))
             },
         )
         .flat_map(|d| d);
