@@ -114,11 +114,12 @@ struct Check {
 /// What the cheap prune reads of a candidate's pods, kept by candidate hash: their total
 /// requests, the largest of each resource, and the cheapest launch that could hold any one of
 /// them. Summing ten thousand candidates' pods per evaluation was a tenth of it.
+#[derive(Default)]
 struct Demand {
     total: Resources,
     largest: Resources,
     /// The [`World::existing_all`] the sums were made under (it names the classes known).
-    classes: u64,
+    classes: Option<u64>,
     cheapest: Option<i64>,
     /// The [`World::offers_all`] `cheapest` was found under.
     offers: Option<u64>,
@@ -293,48 +294,26 @@ impl<'a> Evaluation<'a> {
     /// the node). None when a pod's class is unknown.
     fn plausible(&self, hash: u64, c: &Candidate) -> Option<(bool, bool)> {
         let mut demands = self.demands.borrow_mut();
-        let classes = self.world.existing_all;
-        let d = match demands.entry(hash) {
-            std::collections::hash_map::Entry::Occupied(e) if e.get().classes == classes => {
-                e.into_mut()
-            }
-            e => {
-                let mut total = Resources::default();
-                let mut largest = Resources::default();
-                for (id, n) in &c.pods {
-                    let (class, _) = self.world.classes.get(id)?;
-                    let req = &class.scheduling.requests;
-                    total.add_assign(&req.times(*n));
-                    // Every pod fits the largest free room iff the largest of each resource
-                    // does.
-                    largest = largest.max_each(req);
-                }
-                let demand = Demand {
-                    total,
-                    largest,
-                    classes,
-                    cheapest: None,
-                    offers: None,
-                    evaluation: self.evaluation,
-                };
-                match e {
-                    std::collections::hash_map::Entry::Occupied(mut e) => {
-                        e.insert(demand);
-                        e.into_mut()
-                    }
-                    std::collections::hash_map::Entry::Vacant(e) => e.insert(demand),
-                }
-            }
-        };
+        let d = demands.entry(hash).or_default();
         d.evaluation = self.evaluation;
-        if d.offers != Some(self.world.offers_all) {
-            let mut cheapest_new: Option<i64> = None;
-            for (id, _) in &c.pods {
-                if let Some(p) = self.world.cheapest_launch_for_one(*id) {
-                    cheapest_new = Some(cheapest_new.map_or(p, |q| q.min(p)));
-                }
+        if d.classes != Some(self.world.existing_all) {
+            let (mut total, mut largest) = (Resources::default(), Resources::default());
+            for (id, n) in &c.pods {
+                let (class, _) = self.world.classes.get(id)?;
+                let req = &class.scheduling.requests;
+                total.add_assign(&req.times(*n));
+                // Every pod fits the largest free room iff the largest of each resource does.
+                largest = largest.max_each(req);
             }
-            d.cheapest = cheapest_new;
+            (d.total, d.largest) = (total, largest);
+            d.classes = Some(self.world.existing_all);
+        }
+        if d.offers != Some(self.world.offers_all) {
+            d.cheapest = c
+                .pods
+                .iter()
+                .filter_map(|(id, _)| self.world.cheapest_launch_for_one(*id))
+                .min();
             d.offers = Some(self.world.offers_all);
         }
         let cheapest_new = d.cheapest;
@@ -374,7 +353,7 @@ impl<'a> Evaluation<'a> {
                 check.evaluation = self.evaluation;
                 check.classes = classes;
                 if let Some(w) = check.walk {
-                    self.world.keep_walk(w);
+                    self.world.keep_walk_alive(w);
                 }
                 self.check_hits.set(self.check_hits.get() + 1);
                 return check.outcome.clone();

@@ -43,11 +43,8 @@ pub fn expiration<'s>(
         .join_map(
             nodepools.map(|p| (p.name.clone(), p)),
             |_, (node, created, own), pool| {
-                let after = match own {
-                    Some(v) => duration_or_default(Some(v)),
-                    None => expire_after_ms(pool),
-                };
-                after.map(|after| (node.clone(), created.saturating_add(after)))
+                duration_or_default(own.as_deref().or(pool.expire_after.as_deref()))
+                    .map(|after| (node.clone(), created.saturating_add(after)))
             },
         )
         .flat_map(|d| d);

@@ -369,15 +369,27 @@ impl Taken {
 
 /// SplitMix64's finaliser: a cheap, well-mixed hash of a position (checks hash every taken
 /// position before the end of what they read, thousands of times per evaluation).
-fn mix(i: usize) -> u64 {
-    let mut z = (i as u64).wrapping_add(0x9e37_79b9_7f4a_7c15);
+fn mix(i: u64) -> u64 {
+    let mut z = i.wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
 }
 
+/// A hash of the removed destinations before position `end`, taken and own (which never
+/// overlap): a sum of one hash per position, so the parts add up in any order.
+fn removed_before(taken: &Taken, own: impl Iterator<Item = usize>, end: usize) -> u64 {
+    let own = own.filter(|&i| i < end);
+    taken
+        .gone
+        .range(..end)
+        .copied()
+        .chain(own)
+        .fold(0u64, |h, i| h.wrapping_add(mix(i as u64)))
+}
+
 /// What one simulation leaves out: the evaluation's taken nodes and the check's own.
-pub struct Removed<'r> {
+struct Removed<'r> {
     taken: &'r Taken,
     /// The check's own nodes that are not taken already, in name order.
     own: Vec<&'r str>,
@@ -394,12 +406,8 @@ impl Removed<'_> {
         self.taken.gone.contains(&i) || self.own_gone.contains(&i)
     }
 
-    /// A hash of the removed destinations before position `end`: a sum of one hash per
-    /// position, so the taken and own parts (which never overlap) add up in any order.
     fn hash_before(&self, end: usize) -> u64 {
-        let taken = self.taken.gone.range(..end).map(|&i| mix(i));
-        let own = self.own_gone.iter().filter(|&&i| i < end).map(|&i| mix(i));
-        taken.chain(own).fold(0u64, u64::wrapping_add)
+        removed_before(self.taken, self.own_gone.iter().copied(), end)
     }
 }
 
@@ -524,7 +532,7 @@ impl<'a> World<'a> {
     }
 
     /// What a simulation removing `nodes` leaves out, with the `taken` ones.
-    pub fn removed<'r>(&self, taken: &'r Taken, nodes: &[&'r str]) -> Removed<'r> {
+    fn removed<'r>(&self, taken: &'r Taken, nodes: &[&'r str]) -> Removed<'r> {
         let mut own: Vec<&str> = nodes
             .iter()
             .copied()
@@ -766,7 +774,7 @@ impl<'a> World<'a> {
     /// answer kept elsewhere (a candidate's check) stood on it, and when that answer has to be
     /// redone for a reason the walk does not read (the candidate's price), the walk still
     /// stands.
-    pub fn keep_walk(&self, key: u64) {
+    pub fn keep_walk_alive(&self, key: u64) {
         let mut memo = self.memo.borrow_mut();
         let evaluation = memo.evaluation;
         if let Some(w) = memo.walks.get_mut(&key) {
@@ -801,34 +809,25 @@ impl<'a> World<'a> {
 
     /// Whether what a simulation removing `nodes` (with the `taken` ones) read of the existing
     /// nodes is as it was.
+    /// Thousands of checks ask this per evaluation, so it builds no [`Removed`]: a node named
+    /// twice only makes it answer "changed", never a wrong "unchanged".
     pub fn unchanged(&self, reads: &Reads, taken: &Taken, nodes: &[&str]) -> bool {
-        if let [node] = nodes {
-            // One candidate's own check, thousands per evaluation: without building a
-            // `Removed`.
-            if self.prefix_of(reads.covered) != reads.prefix
-                || !(reads.complete || reads.covered == self.chunks.len())
-            {
-                return false;
-            }
-            let end = self.end_of(reads.covered);
-            let mut h = taken
-                .gone
-                .range(..end)
-                .fold(0u64, |h, &i| h.wrapping_add(mix(i)));
-            if !taken.contains(node) {
-                if let Some(&i) = self.index.get(node).filter(|&&i| i < end) {
-                    h = h.wrapping_add(mix(i));
-                }
-            }
-            return h == reads.removed;
-        }
-        self.unchanged_for(reads, &self.removed(taken, nodes))
+        let own = nodes
+            .iter()
+            .filter(|n| !taken.contains(n))
+            .filter_map(|n| self.index.get(n).copied());
+        self.same_chunks(reads)
+            && removed_before(taken, own, self.end_of(reads.covered)) == reads.removed
     }
 
     fn unchanged_for(&self, reads: &Reads, removed: &Removed) -> bool {
+        self.same_chunks(reads) && removed.hash_before(self.end_of(reads.covered)) == reads.removed
+    }
+
+    /// Whether the chunks a simulation read are as they were, and it read enough of them.
+    fn same_chunks(&self, reads: &Reads) -> bool {
         self.prefix_of(reads.covered) == reads.prefix
             && (reads.complete || reads.covered == self.chunks.len())
-            && removed.hash_before(self.end_of(reads.covered)) == reads.removed
     }
 
     /// What a simulation with `pods` reads of their classes when it stays on existing nodes:
@@ -837,7 +836,7 @@ impl<'a> World<'a> {
     /// which [`Simulation::reads_pools`], give the same answer.
     pub fn existing_context(&self, pods: &[(ClassId, i64)]) -> u64 {
         pods.iter().fold(0, |h, (id, _)| {
-            mix(h as usize ^ self.existing_hashes.get(id).copied().unwrap_or(0) as usize)
+            mix(h ^ self.existing_hashes.get(id).copied().unwrap_or(0))
         })
     }
 
