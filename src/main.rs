@@ -51,6 +51,10 @@ enum Command {
         /// Karpenter's feature gates, e.g. `SpotToSpotConsolidation=true`.
         #[arg(long, value_name = "NAME=BOOL,...", value_parser = feature_gates::parse, default_value = "")]
         feature_gates: feature_gates::FeatureGates,
+        /// Interruption messages (EventBridge events as the SQS queue delivers them: files or
+        /// folders of `*.json` / `*.jsonl`, several bodies per file allowed).
+        #[arg(long, value_name = "PATH", num_args = 1..)]
+        interruptions: Vec<PathBuf>,
     },
     /// The embedded default: replay a workload trace against a simulated cluster and EC2, with
     /// the real engine making every decision; print a summary and optionally write a report.
@@ -78,6 +82,7 @@ fn main() -> Result<()> {
             workers,
             now,
             feature_gates,
+            interruptions,
         } => {
             let now_ms = match now {
                 Some(ms) => ms,
@@ -88,6 +93,7 @@ fn main() -> Result<()> {
                 workers,
                 now_ms,
                 gates: &feature_gates.0,
+                interruptions: &interruptions,
             };
             let result = plan::plan(&paths, &options)?;
             match output {

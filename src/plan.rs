@@ -5,6 +5,7 @@ use crate::feature_gates::FeatureGate;
 use anyhow::{Context, Result};
 use dovetail_dataflow::decisions::{Decision, Disruption};
 use dovetail_dataflow::engine::{Engine, Epoch};
+use dovetail_dataflow::facts::Fact;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -111,12 +112,17 @@ pub struct PlanOptions<'a> {
     /// The logical clock, in ms since the epoch (must be above 0).
     pub now_ms: Epoch,
     pub gates: &'a [FeatureGate],
+    /// Files or folders of interruption message bodies (EventBridge events, as the SQS queue
+    /// delivers them).
+    pub interruptions: &'a [PathBuf],
 }
 
 pub fn plan(paths: &[PathBuf], o: &PlanOptions) -> Result<PlanOutput> {
     let manifests = dovetail_ingest::load_paths(paths)?;
     let mut facts = dovetail_ingest::facts::manifest_facts(&manifests, o.region)?;
     facts.extend(o.gates.iter().map(FeatureGate::fact));
+    let messages = dovetail_ingest::load_messages(o.interruptions)?;
+    facts.extend(messages.interruptions.into_iter().map(Fact::Interruption));
     let mut engine = Engine::start(o.workers, dovetail_queries::standing_queries)
         .context("starting the engine")?;
     // The clock reaches `now` first, so the facts arrive at that epoch and every timer due by
@@ -124,7 +130,9 @@ pub fn plan(paths: &[PathBuf], o: &PlanOptions) -> Result<PlanOutput> {
     // once the epoch closes.
     engine.advance(o.now_ms, Vec::new())?;
     engine.advance(o.now_ms + 1, facts.into_iter().map(|f| (f, 1)).collect())?;
-    Ok(assemble(engine.decisions(), manifests.notes))
+    let mut notes = manifests.notes;
+    notes.extend(messages.notes);
+    Ok(assemble(engine.decisions(), notes))
 }
 
 /// Shapes the engine's decisions into the plan output.

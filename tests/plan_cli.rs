@@ -404,3 +404,91 @@ fn bad_feature_gates_are_clear_errors() {
         }
     }
 }
+
+#[test]
+fn interruption_messages_disrupt_their_nodes_at_once() {
+    // A spot interruption warning for `pinned`'s instance and a rebalance recommendation for
+    // `guarded`'s, as the SQS queue would deliver them.
+    let plan = disruption_plan(MONDAY_NOON, &["--interruptions", "examples/interruptions"]);
+    // Interruption is forceful: the do-not-disrupt pod that held `pinned` does not.
+    assert_disrupted(&plan, "pinned", "Interrupted");
+    // A rebalance recommendation is recorded, not acted on: `guarded` stays as it was.
+    assert_blocked(&plan, "guarded", &["PodDisruptionBudget"]);
+    // The other decisions are those without messages.
+    for (node, reason) in [
+        ("empty", "Empty"),
+        ("drifted", "Drifted"),
+        ("expired", "Expired"),
+    ] {
+        assert_disrupted(&plan, node, reason);
+    }
+}
+
+/// A temporary copy of `examples/disruption` with `guarded` launched into capacity block
+/// `cr-0block`, which ends at `end`.
+fn capacity_block_cluster(end: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "dovetail-block-{}-{}",
+        std::process::id(),
+        end.replace(':', "")
+    ));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/disruption");
+    for file in ["nodepool.yaml", "nodes.yaml", "pods.yaml"] {
+        let text = std::fs::read_to_string(example.join(file)).expect("example");
+        let text = text
+            .replace(
+                "    kubernetes.io/hostname: guarded\n",
+                "    kubernetes.io/hostname: guarded\n    karpenter.k8s.aws/capacity-reservation-id: cr-0block\n",
+            )
+            .replace(
+                "status:\n  amis:\n",
+                &format!(
+                    "status:\n  capacityReservations:\n    - id: cr-0block\n      reservationType: capacity-block\n      endTime: \"{end}\"\n  amis:\n"
+                ),
+            );
+        std::fs::write(dir.join(file), text).expect("write");
+    }
+    dir
+}
+
+#[test]
+fn capacity_block_nodes_are_drained_forty_minutes_before_the_block_ends() {
+    // Ends 30 minutes after noon: EC2 starts reclaiming at 11:30, dovetail drains from 11:20.
+    let soon = capacity_block_cluster("2026-11-30T12:30:00Z");
+    let plan = plan_json(&["-f", soon.to_str().expect("path"), "--now", MONDAY_NOON]);
+    assert_disrupted(&plan, "guarded", "Interrupted");
+    // Ends 41 minutes after noon: not yet.
+    let later = capacity_block_cluster("2026-11-30T12:41:00Z");
+    let plan = plan_json(&["-f", later.to_str().expect("path"), "--now", MONDAY_NOON]);
+    assert_blocked(&plan, "guarded", &["PodDisruptionBudget"]);
+    for dir in [soon, later] {
+        std::fs::remove_dir_all(dir).ok();
+    }
+}
+
+#[test]
+fn a_broken_interruption_message_is_a_clear_error() {
+    let dir = std::env::temp_dir().join(format!("dovetail-bad-message-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("queue.json");
+    let body = std::fs::read_to_string("data/events/spot_interruption_warning.json")
+        .expect("sample")
+        .replace("\"instance-id\": \"i-0123456789\",", "");
+    std::fs::write(&file, body).expect("write");
+    let out = dovetail(&[
+        "plan",
+        "-f",
+        "examples/disruption",
+        "--interruptions",
+        file.to_str().expect("path"),
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("queue.json: message 1 (id 1e5527d7-bb36-4607-3370-4164db56a40e): detail.instance-id: required field is missing"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    std::fs::remove_dir_all(dir).ok();
+}

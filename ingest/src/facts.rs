@@ -25,5 +25,6 @@ pub fn manifest_facts(m: &Manifests, region: &str) -> Result<Vec<Fact>, CatalogE
     facts.extend(m.overlays.iter().cloned().map(Fact::Overlay));
     facts.extend(m.daemonsets.iter().cloned().map(Fact::DaemonSet));
     facts.extend(m.pdbs.iter().cloned().map(Fact::Pdb));
+    facts.extend(m.interruptions.iter().cloned().map(Fact::Interruption));
     Ok(facts)
 }

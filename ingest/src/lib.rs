@@ -7,11 +7,13 @@
 //! Anything read but not used is reported in [`Manifests::notes`]; anything malformed is a
 //! [`ManifestError`] naming file, document, object and field.
 
+mod capacity_blocks;
 mod daemonset;
 mod error;
 pub mod facts;
 mod fields;
 mod loader;
+mod messages;
 mod meta;
 mod node;
 mod nodeclass;
@@ -30,9 +32,12 @@ mod volumes;
 mod workloads;
 mod yaml;
 
+pub use capacity_blocks::RESERVATION_ID_LABEL;
 pub use error::ManifestError;
-pub use time::parse_rfc3339_ms;
+pub use messages::{load_messages, parse_message, MessageError, Messages, Reading};
+pub use time::{format_rfc3339_ms, parse_rfc3339_ms};
 
+use dovetail_dataflow::facts::Interruption;
 use dovetail_dataflow::model::{
     DaemonSet, EC2NodeClass, Node, NodeOverlay, NodePool, Pod, PodDisruptionBudget,
 };
@@ -57,6 +62,10 @@ pub struct Manifests {
     pub daemonsets: Vec<DaemonSet>,
     /// `policy/v1` PodDisruptionBudgets that have a selector.
     pub pdbs: Vec<PodDisruptionBudget>,
+    /// What the manifests say EC2 will take away: the nodes of capacity blocks (by an
+    /// EC2NodeClass's `status.capacityReservations` and the nodes' reservation-id label), timed
+    /// at the block's end.
+    pub interruptions: Vec<Interruption>,
     /// What was skipped, assumed or could not be resolved, one sentence each, naming the object
     /// (`skipped ConfigMap default/foo (kind not used by dovetail)`).
     pub notes: Vec<String>,
@@ -68,7 +77,7 @@ pub struct Manifests {
 /// in one file may use a claim defined in another.
 pub fn load_paths(paths: &[PathBuf]) -> Result<Manifests, ManifestError> {
     let mut docs = Vec::new();
-    for path in yaml::expand_paths(paths)? {
+    for path in yaml::expand_paths(paths, yaml::is_manifest_name)? {
         let text = yaml::read(&path)?;
         let name = if path.as_os_str() == "-" {
             "<stdin>".to_string()

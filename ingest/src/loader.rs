@@ -2,6 +2,7 @@
 //! that depend on other objects are resolved (workload expansion, volume zones, priority
 //! classes, NodeClaims matched to Nodes).
 
+use crate::capacity_blocks::{blocks_ending, capacity_blocks, CapacityBlock};
 use crate::daemonset::{daemonset, ParsedDaemonSet};
 use crate::error::{FieldError, ManifestError};
 use crate::fields::At;
@@ -62,6 +63,7 @@ struct Collected {
     claims: Vec<Claim>,
     volumes: VolumeIndex,
     priorities: Priorities,
+    capacity_blocks: Vec<CapacityBlock>,
     out: Manifests,
 }
 
@@ -231,7 +233,10 @@ fn read_kind(
         "DaemonSet" => c.daemonsets.push(daemonset(root, notes)?),
         "PodDisruptionBudget" => c.out.pdbs.extend(pdb(root, notes)?),
         "NodePool" => c.out.nodepools.push(nodepool(root, notes)?),
-        "EC2NodeClass" => c.out.nodeclasses.push(nodeclass(root)?),
+        "EC2NodeClass" => {
+            c.out.nodeclasses.push(nodeclass(root)?);
+            c.capacity_blocks.extend(capacity_blocks(root)?);
+        }
         "NodeOverlay" => c.out.overlays.push(overlay(root)?),
         // KINDS and this match list the same kinds; a kind in one only is a bug, not input.
         other => notes.add(format!("kind {other} is listed but has no reader")),
@@ -250,6 +255,7 @@ fn resolve(c: Collected) -> Manifests {
         claims,
         volumes,
         priorities,
+        capacity_blocks,
         mut out,
     } = c;
 
@@ -298,6 +304,7 @@ fn resolve(c: Collected) -> Manifests {
     }
 
     out.notes.extend(attach_claims(&mut nodes, claims));
+    out.interruptions = blocks_ending(&capacity_blocks, &nodes);
     out.nodes = nodes;
 
     // Expanded pods of one workload repeat the same note; keep the first of each.

@@ -1,6 +1,8 @@
 //! RFC 3339 timestamps (`metadata.creationTimestamp`) to milliseconds since the epoch, without a
 //! date-time dependency: Kubernetes only ever writes `YYYY-MM-DDThh:mm:ss[.frac](Z|±hh:mm)`.
 
+use dovetail_dataflow::model::cron::civil_from_days;
+
 /// Milliseconds since 1970-01-01T00:00:00Z, or `None` when `text` is not RFC 3339.
 pub fn parse_rfc3339_ms(text: &str) -> Option<i64> {
     let b = text.trim().as_bytes();
@@ -67,6 +69,21 @@ pub fn parse_rfc3339_ms(text: &str) -> Option<i64> {
     Some(seconds * 1000 + millis)
 }
 
+/// `ms` since the epoch as RFC 3339 UTC with milliseconds (`2026-11-30T00:00:00.000Z`), as
+/// EventBridge and Kubernetes write times.
+pub fn format_rfc3339_ms(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let rem = secs.rem_euclid(86_400);
+    let (year, month, day) = civil_from_days(secs.div_euclid(86_400));
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60,
+        ms.rem_euclid(1000)
+    )
+}
+
 fn is_leap(year: i64) -> bool {
     (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
 }
@@ -94,6 +111,18 @@ fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn formats_what_it_parses() {
+        for ms in [0, 1_795_996_800_000, 1_709_296_215_123, 951_782_400_999, -1] {
+            let text = format_rfc3339_ms(ms);
+            assert_eq!(parse_rfc3339_ms(&text), Some(ms), "{text}");
+        }
+        assert_eq!(
+            format_rfc3339_ms(1_795_996_800_000),
+            "2026-11-30T00:00:00.000Z"
+        );
+    }
 
     #[test]
     fn parses_kubernetes_timestamps() {

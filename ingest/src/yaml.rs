@@ -31,9 +31,12 @@ pub(crate) struct Object<'a> {
     pub implied: Option<(String, String)>,
 }
 
-/// The files named by `paths`: files as given, folders walked recursively for `*.yaml`, `*.yml`
-/// and `*.json` (sorted, hidden entries skipped). `-` stands for standard input.
-pub(crate) fn expand_paths(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ManifestError> {
+/// The files named by `paths`: files as given, folders walked recursively for the files whose
+/// names `wanted` accepts (sorted, hidden entries skipped). `-` stands for standard input.
+pub(crate) fn expand_paths(
+    paths: &[PathBuf],
+    wanted: fn(&str) -> bool,
+) -> Result<Vec<PathBuf>, ManifestError> {
     let mut out = Vec::new();
     let mut seen_dirs = BTreeSet::new();
     for path in paths {
@@ -46,7 +49,7 @@ pub(crate) fn expand_paths(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ManifestEr
             source,
         })?;
         if meta.is_dir() {
-            walk(path, &mut seen_dirs, &mut out)?;
+            walk(path, wanted, &mut seen_dirs, &mut out)?;
         } else {
             out.push(path.clone());
         }
@@ -56,6 +59,7 @@ pub(crate) fn expand_paths(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ManifestEr
 
 fn walk(
     dir: &Path,
+    wanted: fn(&str) -> bool,
     seen: &mut BTreeSet<PathBuf>,
     out: &mut Vec<PathBuf>,
 ) -> Result<(), ManifestError> {
@@ -87,15 +91,16 @@ fn walk(
             source,
         })?;
         if meta.is_dir() {
-            walk(&entry, seen, out)?;
-        } else if is_manifest_name(&name) {
+            walk(&entry, wanted, seen, out)?;
+        } else if wanted(&name) {
             out.push(entry);
         }
     }
     Ok(())
 }
 
-fn is_manifest_name(name: &str) -> bool {
+/// `*.yaml`, `*.yml` and `*.json`.
+pub(crate) fn is_manifest_name(name: &str) -> bool {
     let lower = name.to_ascii_lowercase();
     lower.ends_with(".yaml") || lower.ends_with(".yml") || lower.ends_with(".json")
 }

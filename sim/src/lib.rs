@@ -11,6 +11,7 @@ pub mod cloud;
 pub mod cluster;
 pub mod config;
 pub mod cost;
+pub mod eventbridge;
 pub mod events;
 pub mod fit;
 pub mod fleet;

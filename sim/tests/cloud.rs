@@ -3,12 +3,15 @@
 
 use dovetail_dataflow::catalog::{embedded, ResolveOptions};
 use dovetail_dataflow::decisions::Launch;
+use dovetail_dataflow::facts::{Interruption, InterruptionKind as Kind};
 use dovetail_dataflow::model::labels::{
     ARCH, CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, NODEPOOL, ZONE,
 };
 use dovetail_dataflow::model::{
     Effect, InstanceType, NodePool, Offering, Price, Requirement, Requirements, Resources, Taint,
 };
+use dovetail_ingest::{parse_message, Reading};
+use dovetail_sim::eventbridge::message_body;
 use dovetail_sim::{
     node_for_instance, CloudEvent, CloudEventKind, FleetError, InstanceState, InterruptionKind,
     OfferingKey, SimCloud, SimConfig, TerminationCause, INTERRUPTION_WARNING_MS,
@@ -641,4 +644,56 @@ fn embedded_catalogue_launch_and_node() {
         Some(format!("aws:///{}/{}", i.zone, i.id))
     );
     assert_eq!(node.nodeclaim.as_deref(), Some("default-abc"));
+}
+
+#[test]
+fn interruption_events_reach_the_queue_as_eventbridge_messages() {
+    let types = catalogue();
+    let config = SimConfig {
+        spot_interruptions: false,
+        ..SimConfig::default()
+    };
+    let mut c = cloud(config);
+    let kinds = [
+        (InterruptionKind::SpotInterruption, Kind::SpotInterruption),
+        (
+            InterruptionKind::CapacityReservationInterruption,
+            Kind::CapacityReservationInterruption,
+        ),
+        (
+            InterruptionKind::RebalanceRecommendation,
+            Kind::RebalanceRecommendation,
+        ),
+        (InterruptionKind::ScheduledChange, Kind::ScheduledChange),
+    ];
+    let ids: Vec<String> = (0..kinds.len())
+        .map(|i| {
+            c.create_fleet(0, &launch(&format!("n{i}"), &["spot"]), &types)
+                .unwrap()
+                .id
+        })
+        .collect();
+    c.poll(100_000);
+    for ((kind, _), id) in kinds.iter().zip(&ids) {
+        c.forced_interrupt(200_000, id, *kind).unwrap();
+    }
+    let mut read = Vec::new();
+    for (seq, e) in c.poll(200_000).into_iter().enumerate() {
+        let inst = c.instance(&e.instance_id).cloned().expect("instance");
+        let body = message_body(&e, &inst, seq as u64).expect("a message for each warning");
+        match parse_message("sim", seq + 1, &body).expect("the reader takes it") {
+            Reading::Interruptions(found) => read.extend(found),
+            Reading::Ignored(why) => panic!("ignored: {why}: {body}"),
+        }
+    }
+    let expected: Vec<Interruption> = kinds
+        .iter()
+        .zip(&ids)
+        .map(|((_, kind), id)| Interruption {
+            target: id.clone(),
+            kind: *kind,
+            at_ms: 200_000,
+        })
+        .collect();
+    assert_eq!(read, expected);
 }

@@ -468,26 +468,7 @@ pub fn lowest_price_per_pod_split(n: i64, cpu_m: i64, mem_mib: i64) -> Vec<usize
 /// `ms` since the epoch as an RFC 3339 UTC timestamp with milliseconds
 /// (`2026-11-30T00:00:00.000Z`), for manifest fields.
 pub fn rfc3339(ms: u64) -> String {
-    let secs = ms / 1000;
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    // Howard Hinnant's civil-from-days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60,
-        ms % 1000
-    )
+    dovetail_ingest::format_rfc3339_ms(ms as i64)
 }
 
 /// [`node`] with extra lines (taints, `unschedulable`) indented under `spec:`.

@@ -7,8 +7,11 @@ use super::disruption::Disruptions;
 use super::facts::FactSet;
 use super::run::ReplayError;
 use super::summary::TimelineRow;
+use crate::eventbridge;
 use crate::node::record_launch;
-use crate::{node_for_instance, CloudEventKind, Instance, InterruptionKind, OfferingKey};
+use crate::{
+    node_for_instance, CloudEvent, CloudEventKind, Instance, InterruptionKind, OfferingKey,
+};
 use crate::{SimCloud, SimCluster};
 use dovetail_dataflow::catalog::{embedded, ResolveOptions};
 use dovetail_dataflow::decisions::Decision;
@@ -20,6 +23,7 @@ use dovetail_dataflow::model::{
 use dovetail_ingest::trace::{
     AppliedObject, InterruptKind, InterruptTarget, ObjectKind, TimedEvent, TraceEvent,
 };
+use dovetail_ingest::Reading;
 use hdrhistogram::Histogram;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
@@ -63,6 +67,8 @@ pub(super) struct World {
     pub(super) engine_latency: Histogram<u64>,
     pub(super) capacity_errors: u64,
     pub(super) interruptions: u64,
+    /// Messages sent to the interruption queue (their sequence numbers).
+    messages: u64,
     pub(super) nodes_terminated: u64,
     pub(super) peak_nodes: u64,
     pub(super) pods_created: u64,
@@ -112,6 +118,7 @@ impl World {
             engine_latency: histogram(),
             capacity_errors: 0,
             interruptions: 0,
+            messages: 0,
             nodes_terminated: 0,
             peak_nodes: 0,
             pods_created: 0,
@@ -347,6 +354,39 @@ impl World {
         Ok(())
     }
 
+    /// EC2 (or AWS Health) sent the interruption queue a message: read it as the controller
+    /// reads the queue, through the same reader as `dovetail plan --interruptions`.
+    fn message(&mut self, event: &CloudEvent, instance: &Instance) {
+        self.messages += 1;
+        let Some(body) = eventbridge::message_body(event, instance, self.messages) else {
+            return;
+        };
+        let position = usize::try_from(self.messages).unwrap_or(usize::MAX);
+        match dovetail_ingest::parse_message("simulated interruption queue", position, &body) {
+            Ok(Reading::Interruptions(found)) => {
+                for i in found {
+                    if i.kind == facts::InterruptionKind::RebalanceRecommendation {
+                        self.notes.insert(
+                            "rebalance recommendations were recorded, no action (as Karpenter)"
+                                .to_string(),
+                        );
+                    } else {
+                        self.interruption(instance, i.kind, i.at_ms);
+                    }
+                }
+            }
+            Ok(Reading::Ignored(why)) => {
+                self.notes
+                    .insert(format!("interruption message ignored: {why}"));
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "unreadable interruption message");
+                self.notes
+                    .insert(format!("unreadable interruption message: {e}"));
+            }
+        }
+    }
+
     /// EC2 says the instance is about to go: tell the engine (Karpenter's interruption queue),
     /// which answers with an `Interrupted` disruption for a registered node. A NodeClaim not
     /// registered yet is not a disruption candidate, so the engine is only told to stop
@@ -387,25 +427,10 @@ impl World {
                         self.dirty_nodes.insert(name);
                     }
                 }
-                CloudEventKind::SpotInterruptionWarning { .. } => self.interruption(
-                    &instance,
-                    facts::InterruptionKind::SpotInterruption,
-                    e.at_ms,
-                ),
-                CloudEventKind::CapacityReservationInterruptionWarning { .. } => self.interruption(
-                    &instance,
-                    facts::InterruptionKind::CapacityReservationInterruption,
-                    e.at_ms,
-                ),
-                CloudEventKind::ScheduledChange => {
-                    self.interruption(&instance, facts::InterruptionKind::ScheduledChange, e.at_ms)
-                }
-                CloudEventKind::RebalanceRecommendation => {
-                    self.notes.insert(
-                        "rebalance recommendations were recorded, no action (as Karpenter)"
-                            .to_string(),
-                    );
-                }
+                CloudEventKind::SpotInterruptionWarning { .. }
+                | CloudEventKind::CapacityReservationInterruptionWarning { .. }
+                | CloudEventKind::ScheduledChange
+                | CloudEventKind::RebalanceRecommendation => self.message(&e, &instance),
                 CloudEventKind::Terminated { .. } => self.gone(now, &instance),
             }
         }
