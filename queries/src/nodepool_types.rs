@@ -103,7 +103,7 @@ fn pool_types(
         out.push((
             cheapest,
             PoolType {
-                instance_type: it,
+                instance_type: std::sync::Arc::new(it),
                 available,
             },
         ));

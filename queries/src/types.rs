@@ -3,8 +3,25 @@
 use dovetail_dataflow::model::{
     InstanceType, Node, NodePool, PodScheduling, Requirements, Resources,
 };
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Serde for an `Arc` as its contents (serde's own needs its `rc` feature, which would rebuild
+/// every dependency that uses serde).
+mod shared {
+    use super::*;
+
+    pub fn serialize<T: Serialize, S: Serializer>(v: &Arc<T>, s: S) -> Result<S::Ok, S::Error> {
+        T::serialize(v, s)
+    }
+
+    pub fn deserialize<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Arc<T>, D::Error> {
+        T::deserialize(d).map(Arc::new)
+    }
+}
 
 /// Pods that the scheduler cannot tell apart: same namespace, labels and scheduling spec.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -28,7 +45,11 @@ pub struct ClassMembers {
 /// NodePool's nodes carry.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct PoolType {
-    pub instance_type: InstanceType,
+    /// Shared, not copied: a NodePool's offer holds hundreds of types, and every operator that
+    /// holds the offer (packing, compatibility, disruption) cloned them all at each price
+    /// change.
+    #[serde(with = "shared")]
+    pub instance_type: Arc<InstanceType>,
     /// Allocatable minus DaemonSet overhead: what pending pods may use.
     pub available: Resources,
 }

@@ -1,7 +1,8 @@
 //! Query — disruption candidates: every node a NodePool manages, with what the rules read.
 //!
 //! Rule: a registered node labelled `karpenter.sh/nodepool` with a known NodePool is a
-//! candidate. It carries its offering's price (from the NodePool's current instance types), its
+//! candidate. It carries the key of its offering (NodePool, type, zone, capacity type; priced by
+//! [`offer_prices`] from the NodePool's current instance types, apart from the candidate), its
 //! movable pods by class and their eviction cost, and its blockers: `karpenter.sh/do-not-disrupt:
 //! "true"` on the node or NodeClaim, or a pod or PodDisruptionBudget that forbids eviction. It
 //! is consolidatable once `consolidateAfter` has passed since its last pod event (or since it
@@ -9,7 +10,7 @@
 //! `consolidateAfter: Never`. A node tainted `karpenter.sh/disrupted` or being deleted is
 //! already disrupting.
 
-use super::types::{Candidate, MovablePod};
+use super::types::{Candidate, MovablePod, OfferKey};
 use crate::types::PoolTypes;
 use differential_dataflow::VecCollection;
 use dovetail_dataflow::engine::Epoch;
@@ -27,7 +28,7 @@ use std::collections::BTreeMap;
 pub const NODE_DISRUPTION_COST: i64 = 1_000_000;
 
 /// What a node's NodePool says about it. Its price comes apart (see [`offer_prices`]): a price
-/// change must not touch every node of the NodePool.
+/// change must not touch the nodes it prices, let alone every node of the NodePool.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 struct PoolView {
     policy: ConsolidationPolicy,
@@ -39,18 +40,13 @@ struct PoolView {
 enum Part {
     Node(Box<Node>),
     Pool(PoolView),
-    Price(Price),
     Pod(MovablePod),
     Blocker(String),
     Consolidatable,
 }
 
-/// Where a node's price is looked up: its NodePool, instance type, and zone and capacity type
-/// (None when the node has no such label: any).
-type OfferKey = (String, String, Option<String>, Option<String>);
-
 /// A node's [`OfferKey`]; None without an instance-type label (no price).
-fn offer_key(n: &Node) -> Option<OfferKey> {
+pub fn offer_key(n: &Node) -> Option<OfferKey> {
     Some((
         n.labels.get(NODEPOOL)?.clone(),
         n.labels.get(INSTANCE_TYPE)?.clone(),
@@ -61,9 +57,11 @@ fn offer_key(n: &Node) -> Option<OfferKey> {
 
 /// The cheapest offering of each NodePool, instance type, zone and capacity type, and of each
 /// type with the zone, the capacity type or both left open: a node's price is that of its
-/// [`OfferKey`] (its own offering, or the cheapest its labels allow), kept per key so that a
-/// price change reaches only the nodes it prices, not every node of the NodePool.
-fn offer_prices<'s>(
+/// [`OfferKey`] (its own offering, or the cheapest its labels allow), kept per key. Only the keys
+/// of `nodes` are kept: the commands query looks its candidates' prices up in them, so a price
+/// change reaches it as a few changed keys, not as the thousands of candidates it prices.
+pub fn offer_prices<'s>(
+    nodes: VecCollection<'s, Epoch, Node>,
     pools: VecCollection<'s, Epoch, (String, PoolTypes)>,
 ) -> VecCollection<'s, Epoch, (OfferKey, Price)> {
     pools
@@ -92,6 +90,20 @@ fn offer_prices<'s>(
                 out.push((p, 1));
             }
         })
+        .join_map(node_offer_keys(nodes), |key, price, ()| {
+            (key.clone(), *price)
+        })
+}
+
+/// The offering keys of the managed nodes, each once.
+fn node_offer_keys<'s>(
+    nodes: VecCollection<'s, Epoch, Node>,
+) -> VecCollection<'s, Epoch, (OfferKey, ())> {
+    nodes
+        .filter(|n| !n.in_flight)
+        .flat_map(|n| offer_key(&n))
+        .distinct()
+        .map(|k| (k, ()))
 }
 
 /// `consolidateAfter` in ms (`None`: Never). Malformed values count as 0s, as Karpenter's
@@ -125,12 +137,6 @@ pub fn candidates<'s>(
         let since = n.last_pod_event_ms.or(n.created_ms).unwrap_or(0);
         (n.name.clone(), view.clone(), since)
     });
-    let prices = managed
-        .clone()
-        .flat_map(|n| offer_key(&n).map(|k| (k, n.name)))
-        .join_map(offer_prices(pools), |_, node, price| {
-            (node.clone(), Part::Price(*price))
-        });
     let consolidatable = during(
         views
             .clone()
@@ -141,14 +147,12 @@ pub fn candidates<'s>(
     managed
         .map(|n| (n.name.clone(), Part::Node(Box::new(n))))
         .concat(views.map(|(node, v, _)| (node, Part::Pool(v))))
-        .concat(prices)
         .concat(pods.map(|(node, p)| (node, Part::Pod(p))))
         .concat(blockers.map(|(node, b)| (node, Part::Blocker(b))))
         .concat(consolidatable)
         .reduce_named("DisruptionCandidates", |name, parts, out| {
             let mut node = None;
             let mut view = None;
-            let mut price = None;
             let mut pods: BTreeMap<u64, i64> = BTreeMap::new();
             let mut cost = NODE_DISRUPTION_COST;
             let mut blocker = None;
@@ -158,7 +162,6 @@ pub fn candidates<'s>(
                 match part {
                     Part::Node(n) => node = Some(n),
                     Part::Pool(v) => view = Some(v),
-                    Part::Price(p) => price = Some(*p),
                     Part::Pod(p) => {
                         *pods.entry(p.class).or_insert(0) += r;
                         // A pod with a negative eviction cost must not make its node look
@@ -191,7 +194,8 @@ pub fn candidates<'s>(
                     consolidatable,
                     capacity_type: node.labels.get(CAPACITY_TYPE).cloned().unwrap_or_default(),
                     instance_type: node.labels.get(INSTANCE_TYPE).cloned().unwrap_or_default(),
-                    price,
+                    offer: offer_key(node),
+                    price: None,
                     pods: pods.into_iter().filter(|(_, n)| *n > 0).collect(),
                     disruption_cost: cost,
                     blocked_by: node_blocker.or(blocker),

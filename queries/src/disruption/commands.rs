@@ -31,7 +31,7 @@
 //! candidate no replacement could beat is checked for a delete only.
 
 use super::simulate::{Memo, Reads, Simulation, Taken, World};
-use super::types::{Allowance, Candidate, Forced};
+use super::types::{Allowance, Candidate, Forced, OfferKey};
 use crate::types::{ClassId, Compatibility, NodeState, PodClass, PoolTypes};
 use differential_dataflow::VecCollection;
 use dovetail_dataflow::decisions::{Decision, Disruption, DisruptionReason, Launch};
@@ -61,8 +61,10 @@ pub const SPOT_TO_SPOT_GATE: &str = "SpotToSpotConsolidation";
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Part {
-    /// A candidate with its hash, computed as it changes.
+    /// A candidate with its hash, computed as it changes (without its price).
     Candidate(u64, Candidate),
+    /// The price of an offering some candidate has.
+    Price(OfferKey, Price),
     Forced(String, Forced),
     /// A node's state with its [`super::simulate::fingerprint`], computed as the state changes.
     Node(u64, NodeState),
@@ -100,6 +102,8 @@ struct Check {
     context: u64,
     classes: u64,
     may_replace: bool,
+    /// The candidate's price (its hash leaves it out).
+    price: Option<Price>,
     /// [`World::new_context`] with the spot-to-spot gate, when the outcome read the NodePools.
     /// A delete reads none of it, so a price change leaves most outcomes standing.
     pools: Option<u64>,
@@ -342,6 +346,7 @@ impl<'a> Evaluation<'a> {
         };
         if let Some(check) = self.checks.borrow_mut().get_mut(&c.node) {
             if check.candidate == candidate
+                && check.price == c.price
                 && check.may_replace == may_replace
                 && (check.classes == classes
                     || check.context == self.world.existing_context(&c.pods))
@@ -369,6 +374,7 @@ impl<'a> Evaluation<'a> {
                     context: self.world.existing_context(&c.pods),
                     classes,
                     may_replace,
+                    price: c.price,
                     pools: reads_pools.then(pools),
                     reads,
                     walk,
@@ -1089,7 +1095,11 @@ fn is_destination(n: &NodeState) -> bool {
 /// removes only the record it names.
 #[derive(Default)]
 struct Parts {
+    /// Candidates by node, with their prices filled in from `prices`.
     candidates: BTreeMap<String, (u64, Candidate)>,
+    prices: BTreeMap<OfferKey, Price>,
+    /// The candidates of each offering, to re-price them as its price changes.
+    offer_nodes: BTreeMap<OfferKey, BTreeSet<String>>,
     forced: BTreeMap<(String, Forced), isize>,
     /// Node states by name, with their fingerprints.
     nodes: BTreeMap<String, (u64, NodeState)>,
@@ -1116,15 +1126,57 @@ fn keyed<K: Ord, V>(
 }
 
 impl Parts {
+    /// Inserts or retracts a candidate (as [`keyed`] does), priced from `prices` and indexed
+    /// by its offering.
+    fn update_candidate(&mut self, hash: u64, mut c: Candidate, diff: isize) {
+        let held = self
+            .candidates
+            .get(&c.node)
+            .map(|(h, c)| (*h, c.offer.clone()));
+        if diff > 0 {
+            if let Some((_, Some(old))) = &held {
+                self.unindex(old, &c.node);
+            }
+            if let Some(key) = &c.offer {
+                c.price = self.prices.get(key).copied();
+                self.offer_nodes
+                    .entry(key.clone())
+                    .or_default()
+                    .insert(c.node.clone());
+            }
+            self.candidates.insert(c.node.clone(), (hash, c));
+        } else if held.as_ref().is_some_and(|(h, _)| *h == hash) {
+            if let Some((_, Some(old))) = &held {
+                self.unindex(old, &c.node);
+            }
+            self.candidates.remove(&c.node);
+        }
+    }
+
+    fn unindex(&mut self, key: &OfferKey, node: &str) {
+        if let Some(nodes) = self.offer_nodes.get_mut(key) {
+            nodes.remove(node);
+            if nodes.is_empty() {
+                self.offer_nodes.remove(key);
+            }
+        }
+    }
+
     fn update(&mut self, part: Part, diff: isize) {
         match part {
-            Part::Candidate(h, c) => keyed(
-                &mut self.candidates,
-                c.node.clone(),
-                (h, c),
-                diff,
-                |a, b| a.0 == b.0,
-            ),
+            Part::Candidate(h, c) => self.update_candidate(h, c, diff),
+            Part::Price(key, price) => {
+                let was = self.prices.get(&key).copied();
+                keyed(&mut self.prices, key.clone(), price, diff, |a, b| a == b);
+                let now = self.prices.get(&key).copied();
+                if now != was {
+                    for node in self.offer_nodes.get(&key).into_iter().flatten() {
+                        if let Some((_, c)) = self.candidates.get_mut(node) {
+                            c.price = now;
+                        }
+                    }
+                }
+            }
             Part::Node(f, n) => keyed(
                 &mut self.nodes,
                 n.node.name.clone(),

@@ -64,6 +64,7 @@ pub fn disruption(i: Inputs<'_>) -> VecCollection<'_, Epoch, Decision> {
         })
         .concat(expiration::expiration(i.nodes.clone(), i.nodepools.clone()))
         .concat(interruption::interruption(i.nodes.clone(), i.interruptions));
+    let prices = candidates::offer_prices(i.nodes.clone(), i.pools.clone());
     let budgets = budgets::budgets(i.nodepools, i.nodes, i.clock);
     let bound_classes = movable.map(|(_, p)| (p.class, ())).distinct();
     let classes = i
@@ -76,6 +77,7 @@ pub fn disruption(i: Inputs<'_>) -> VecCollection<'_, Epoch, Decision> {
         });
     let parts = candidates
         .map(|(_, c)| Part::Candidate(stable_hash(&c), c))
+        .concat(prices.map(|(k, p)| Part::Price(k, p)))
         .concat(forced.map(|(n, f)| Part::Forced(n, f)))
         .concat(
             i.usage

@@ -4,6 +4,10 @@ use crate::types::ClassId;
 use dovetail_dataflow::model::{ConsolidationPolicy, Price};
 use serde::{Deserialize, Serialize};
 
+/// Where a node's price is looked up: its NodePool, instance type, and zone and capacity type
+/// (None when the node has no such label: any).
+pub type OfferKey = (String, String, Option<String>, Option<String>);
+
 /// A pod that has to move if its node goes away (not a DaemonSet or mirror pod).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct MovablePod {
@@ -28,7 +32,13 @@ pub struct Candidate {
     pub capacity_type: String,
     /// Its `node.kubernetes.io/instance-type` label.
     pub instance_type: String,
-    /// The price of its offering (`None`: its type or offering is no longer offered).
+    /// Its offering, by which the commands query looks its price up (`None`: it has no
+    /// instance-type label; no price).
+    pub offer: Option<OfferKey>,
+    /// The price of its offering (`None`: not offered any more). Always `None` as the
+    /// candidates query makes it: the commands query fills it in from its own index of offer
+    /// prices, so that a price change reaches it as one changed key, not as the thousands of
+    /// candidates that key prices.
     pub price: Option<Price>,
     /// Movable pods by class, sorted.
     pub pods: Vec<(ClassId, i64)>,
