@@ -54,6 +54,11 @@ pub struct PoolType {
     pub available: Resources,
 }
 
+/// An instance type shared between records, for collections keyed by it (see
+/// [`PoolType::instance_type`]).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct SharedType(#[serde(with = "shared")] pub Arc<InstanceType>);
+
 /// A NodePool with everything it can launch, cheapest first.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct PoolTypes {

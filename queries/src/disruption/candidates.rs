@@ -11,7 +11,7 @@
 //! already disrupting.
 
 use super::types::{Candidate, MovablePod, OfferKey};
-use crate::types::PoolTypes;
+use crate::types::{PoolTypes, SharedType};
 use differential_dataflow::VecCollection;
 use dovetail_dataflow::engine::Epoch;
 use dovetail_dataflow::model::duration::parse_duration;
@@ -64,17 +64,35 @@ pub fn offer_prices<'s>(
     nodes: VecCollection<'s, Epoch, Node>,
     pools: VecCollection<'s, Epoch, (String, PoolTypes)>,
 ) -> VecCollection<'s, Epoch, (OfferKey, Price)> {
+    // Only the types some node runs are spread into keys: spreading every type's offerings
+    // (tens of thousands of keys) at each price change was most of the change.
+    let node_types = nodes
+        .clone()
+        .filter(|n| !n.in_flight)
+        .flat_map(|n| {
+            let pool = n.labels.get(NODEPOOL)?.clone();
+            Some((pool, n.labels.get(INSTANCE_TYPE)?.clone()))
+        })
+        .distinct()
+        .map(|k| (k, ()));
     pools
         .flat_map(|(pool, pt)| {
+            pt.types
+                .iter()
+                .map(|t| {
+                    let key = (pool.clone(), t.instance_type.name.clone());
+                    (key, SharedType(t.instance_type.clone()))
+                })
+                .collect::<Vec<_>>()
+        })
+        .join_map(node_types, |(pool, _), it, ()| (pool.clone(), it.clone()))
+        .flat_map(|(pool, SharedType(it))| {
             let mut out = Vec::new();
-            for t in &pt.types {
-                let name = &t.instance_type.name;
-                for o in &t.instance_type.offerings {
-                    for zone in [Some(&o.zone), None] {
-                        for ct in [Some(&o.capacity_type), None] {
-                            let key = (pool.clone(), name.clone(), zone.cloned(), ct.cloned());
-                            out.push((key, o.price));
-                        }
+            for o in &it.offerings {
+                for zone in [Some(&o.zone), None] {
+                    for ct in [Some(&o.capacity_type), None] {
+                        let key = (pool.clone(), it.name.clone(), zone.cloned(), ct.cloned());
+                        out.push((key, o.price));
                     }
                 }
             }
