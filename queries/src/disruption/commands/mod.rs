@@ -30,23 +30,24 @@
 //! of its pods costs less than the node) prunes candidates before the exact check, and a
 //! candidate no replacement could beat is checked for a delete only.
 
+mod balanced;
+mod multi_node;
+mod parts;
+mod pricing;
+
 use super::simulate::{Memo, Reads, Simulation, Taken, World};
-use super::types::{Allowance, Candidate, Forced, OfferKey};
-use crate::types::{ClassId, Compatibility, NodeState, PodClass, PoolTypes};
+use super::types::{Allowance, Candidate, Forced};
+use crate::types::{ClassId, NodeState, PoolTypes};
 use differential_dataflow::VecCollection;
 use dovetail_dataflow::decisions::{Decision, Disruption, DisruptionReason, Launch};
 use dovetail_dataflow::engine::Epoch;
 use dovetail_dataflow::maintained::{changes, maintain, Maintained};
-use dovetail_dataflow::model::labels::{
-    CAPACITY_TYPE, CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_RESERVED, CAPACITY_TYPE_SPOT,
-    DISRUPTED_TAINT, INSTANCE_TYPE,
-};
-use dovetail_dataflow::model::{
-    ConsolidationPolicy, InstanceType, Offering, Price, Requirement, Resources,
-};
+use dovetail_dataflow::model::labels::{CAPACITY_TYPE_SPOT, DISRUPTED_TAINT};
+use dovetail_dataflow::model::{ConsolidationPolicy, Price, Resources};
 use dovetail_dataflow::stable_hash::stable_hash;
+pub use parts::Part;
+use parts::{Parts, Slot};
 use rustc_hash::{FxHashMap, FxHashSet};
-use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -58,21 +59,6 @@ pub const MAX_MULTI_NODE: usize = 100;
 pub const MIN_SPOT_TO_SPOT_TYPES: usize = 15;
 /// The feature gate that allows spot-to-spot replacement.
 pub const SPOT_TO_SPOT_GATE: &str = "SpotToSpotConsolidation";
-
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub enum Part {
-    /// A candidate with its hash, computed as it changes (without its price).
-    Candidate(u64, Candidate),
-    /// The price of an offering some candidate has.
-    Price(OfferKey, Price),
-    Forced(String, Forced),
-    /// A node's state with its [`super::simulate::fingerprint`], computed as the state changes.
-    Node(u64, NodeState),
-    Class(ClassId, PodClass, Compatibility),
-    Pool(PoolTypes),
-    Budget(String, Allowance),
-    SpotToSpot,
-}
 
 /// A planned command before it becomes decisions.
 struct Command {
@@ -111,15 +97,15 @@ struct Check {
     /// The existing-node walk it stood on, kept alive while the check is.
     walk: Option<u64>,
     outcome: Rc<Outcome>,
-    /// The last evaluation that used it.
-    evaluation: u64,
 }
 
-/// What the cheap prune reads of a candidate's pods, kept by candidate hash: their total
+/// What the cheap prune reads of a candidate's pods, kept with the candidate: their total
 /// requests, the largest of each resource, and the cheapest launch that could hold any one of
 /// them. Summing ten thousand candidates' pods per evaluation was a tenth of it.
 #[derive(Default)]
 struct Demand {
+    /// The candidate's hash.
+    candidate: u64,
     total: Resources,
     largest: Resources,
     /// The [`World::existing_all`] the sums were made under (it names the classes known).
@@ -127,21 +113,13 @@ struct Demand {
     cheapest: Option<i64>,
     /// The [`World::offers_all`] `cheapest` was found under.
     offers: Option<u64>,
-    /// The last evaluation that used it.
-    evaluation: u64,
 }
 
 /// The evaluation's state: inputs indexed, budgets left, commands and blocked candidates.
 struct Evaluation<'a> {
     world: World<'a>,
-    /// Every candidate by node, with its hash (computed as it changes).
-    candidates: &'a BTreeMap<String, (u64, Candidate)>,
-    /// Single-node outcomes kept from earlier evaluations, by node.
-    checks: &'a RefCell<FxHashMap<String, Check>>,
-    /// Candidates' demands (see [`Evaluation::plausible`]), by candidate hash.
-    demands: &'a RefCell<FxHashMap<u64, Demand>>,
-    /// This evaluation's number (for dropping checks no longer used).
-    evaluation: u64,
+    /// Every candidate by node, with what is kept about it.
+    candidates: &'a BTreeMap<String, Slot>,
     /// Single-node replacements narrowed by price, by new-NodeClaim run, the removed node's
     /// price and whether it is spot (see [`Evaluation::consolidate_one_now`]).
     priced: PricedLaunches,
@@ -156,7 +134,7 @@ struct Evaluation<'a> {
     max_free: Resources,
     total_free: Resources,
     commands: Vec<Command>,
-    blocked: Vec<(&'a Candidate, DisruptionReason, Why<'a>)>,
+    blocked: Vec<(&'a Slot, DisruptionReason, Why<'a>)>,
     /// Per NodePool, the price and disruption cost of all its nodes (for `Balanced`), summed
     /// at the first use, not per option.
     pool_totals: std::cell::OnceCell<BTreeMap<&'a str, (i64, i64)>>,
@@ -196,7 +174,7 @@ fn price_of(c: &Candidate) -> i64 {
 
 impl<'a> Evaluation<'a> {
     fn candidate(&self, node: &str) -> Option<&'a Candidate> {
-        self.candidates.get(node).map(|(_, c)| c)
+        self.candidates.get(node).map(|s| &s.candidate)
     }
 
     fn mark(&mut self, phase: &'static str) {
@@ -237,7 +215,7 @@ impl<'a> Evaluation<'a> {
         }
     }
 
-    fn over_budget(&mut self, c: &'a Candidate, reason: DisruptionReason) {
+    fn over_budget(&mut self, c: &'a Slot, reason: DisruptionReason) {
         self.blocked.push((
             c,
             reason,
@@ -296,10 +274,14 @@ impl<'a> Evaluation<'a> {
     /// plausible (every pod fits the largest free room elsewhere and all of them the total) and
     /// whether a replacement is (a new NodeClaim holding any of its pods could cost less than
     /// the node). None when a pod's class is unknown.
-    fn plausible(&self, hash: u64, c: &Candidate) -> Option<(bool, bool)> {
-        let mut demands = self.demands.borrow_mut();
-        let d = demands.entry(hash).or_default();
-        d.evaluation = self.evaluation;
+    fn plausible(&self, c: &Slot) -> Option<(bool, bool)> {
+        let mut d = c.demand.borrow_mut();
+        if d.candidate != c.hash {
+            *d = Demand {
+                candidate: c.hash,
+                ..Demand::default()
+            };
+        }
         if d.classes != Some(self.world.existing_all) {
             let (mut total, mut largest) = (Resources::default(), Resources::default());
             for (id, n) in &c.pods {
@@ -336,7 +318,8 @@ impl<'a> Evaluation<'a> {
     /// The outcome is kept per candidate with what it read ([`Check`]) and stands while that is
     /// unchanged: most changes touch a few nodes, and re-checking ten thousand candidates
     /// (even with every simulation memoised) was most of a change.
-    fn consolidate_one(&self, candidate: u64, c: &'a Candidate, may_replace: bool) -> Rc<Outcome> {
+    fn consolidate_one(&self, c: &'a Slot, may_replace: bool) -> Rc<Outcome> {
+        let candidate = c.hash;
         let classes = self.world.existing_all;
         let pools = || {
             stable_hash(&(
@@ -344,7 +327,7 @@ impl<'a> Evaluation<'a> {
                 self.spot_to_spot,
             ))
         };
-        if let Some(check) = self.checks.borrow_mut().get_mut(&c.node) {
+        if let Some(check) = c.check.borrow_mut().as_mut() {
             if check.candidate == candidate
                 && check.price == c.price
                 && check.may_replace == may_replace
@@ -355,7 +338,6 @@ impl<'a> Evaluation<'a> {
                     .world
                     .unchanged(&check.reads, &self.taken, &[c.node.as_str()])
             {
-                check.evaluation = self.evaluation;
                 check.classes = classes;
                 if let Some(w) = check.walk {
                     self.world.keep_walk_alive(w);
@@ -367,21 +349,17 @@ impl<'a> Evaluation<'a> {
         let (outcome, reads) = self.consolidate_one_now(c, may_replace);
         let outcome = Rc::new(outcome);
         if let Some((reads, reads_pools, walk)) = reads {
-            self.checks.borrow_mut().insert(
-                c.node.clone(),
-                Check {
-                    candidate,
-                    context: self.world.existing_context(&c.pods),
-                    classes,
-                    may_replace,
-                    price: c.price,
-                    pools: reads_pools.then(pools),
-                    reads,
-                    walk,
-                    outcome: outcome.clone(),
-                    evaluation: self.evaluation,
-                },
-            );
+            *c.check.borrow_mut() = Some(Check {
+                candidate,
+                context: self.world.existing_context(&c.pods),
+                classes,
+                may_replace,
+                price: c.price,
+                pools: reads_pools.then(pools),
+                reads,
+                walk,
+                outcome: outcome.clone(),
+            });
         }
         outcome
     }
@@ -444,142 +422,6 @@ impl<'a> Evaluation<'a> {
         (outcome, reads)
     }
 
-    /// Narrows a consolidation replacement to what keeps it cheaper than `max_price`, as
-    /// Karpenter's `computeConsolidation` does: when every removed node is spot and the launch
-    /// may be spot, it is spot-to-spot (only with the SpotToSpotConsolidation gate, spot only;
-    /// a single node needs at least 15 cheaper types and the list is cut to max(15,
-    /// minValues)); otherwise only types cheaper than `max_price` at their worst launch price
-    /// are kept.
-    fn price_replacement(
-        &self,
-        nodes: &[&Candidate],
-        l: &mut Launch,
-        max_price: i64,
-    ) -> Result<(), String> {
-        let all_spot = nodes.iter().all(|c| c.capacity_type == CAPACITY_TYPE_SPOT);
-        if !(all_spot && l.capacity_types.iter().any(|t| t == CAPACITY_TYPE_SPOT)) {
-            return self.keep_cheaper(l, max_price);
-        }
-        if !self.spot_to_spot {
-            return Err(
-                "spot-to-spot consolidation is disabled (SpotToSpotConsolidation)".to_string(),
-            );
-        }
-        l.capacity_types = vec![CAPACITY_TYPE_SPOT.to_string()];
-        l.requirements.add(
-            CAPACITY_TYPE,
-            Requirement::single(CAPACITY_TYPE_SPOT.to_string()),
-        );
-        self.keep_cheaper(l, max_price)?;
-        if nodes.len() > 1 {
-            // Karpenter asks no minimum flexibility of a multi-node spot-to-spot command.
-            return Ok(());
-        }
-        if l.instance_types.len() < MIN_SPOT_TO_SPOT_TYPES {
-            return Err(format!(
-                "spot-to-spot replacement needs at least {MIN_SPOT_TO_SPOT_TYPES} cheaper instance types, found {}",
-                l.instance_types.len()
-            ));
-        }
-        let keep = MIN_SPOT_TO_SPOT_TYPES.max(min_instance_types(l));
-        let kept: Vec<String> = l.instance_types.iter().take(keep).cloned().collect();
-        self.set_types(l, kept)
-    }
-
-    /// Keeps the launch's instance types whose worst launch price is below `max_price`
-    /// (Karpenter's `RemoveInstanceTypeOptionsByPriceAndMinValues`): whichever offering EC2
-    /// picks, the replacement is cheaper than what it replaces. A launch that may be spot or
-    /// on-demand was priced as spot, so it is narrowed to spot: if spot capacity runs out the
-    /// launch fails rather than buying a dearer on-demand node.
-    ///
-    /// Without this, the replacement listed every type that fits (cheapest first), and a
-    /// fleet request falling back from the cheapest could launch a node dearer than the one it
-    /// replaced.
-    fn keep_cheaper(&self, l: &mut Launch, max_price: i64) -> Result<(), String> {
-        let pool = self.pool(&l.nodepool)?;
-        let kept: Vec<String> = l
-            .instance_types
-            .iter()
-            .filter(|name| {
-                pool.types
-                    .iter()
-                    .find(|t| &&t.instance_type.name == name)
-                    .and_then(|t| worst_launch_price(&t.instance_type, l))
-                    .is_some_and(|p| p < max_price)
-            })
-            .cloned()
-            .collect();
-        if kept.is_empty() {
-            return Err(format!(
-                "no cheaper replacement (no instance type costs less than {})",
-                Price(max_price)
-            ));
-        }
-        let min_values = min_instance_types(l);
-        if kept.len() < min_values {
-            return Err(format!(
-                "only {} instance types are cheaper than {}, minValues needs {min_values}",
-                kept.len(),
-                Price(max_price)
-            ));
-        }
-        let spot = CAPACITY_TYPE_SPOT.to_string();
-        if l.capacity_types.contains(&spot) && l.capacity_types.len() > 1 {
-            l.capacity_types = vec![spot.clone()];
-            l.requirements.add(CAPACITY_TYPE, Requirement::single(spot));
-        }
-        self.set_types(l, kept)
-    }
-
-    /// Sets a launch's instance types (cheapest first, as given) and recomputes what follows
-    /// from them: its requirement, zones and cheapest price. Types left without an offering the
-    /// launch allows are dropped.
-    fn set_types(&self, l: &mut Launch, types: Vec<String>) -> Result<(), String> {
-        let pool = self.pool(&l.nodepool)?;
-        let mut kept = Vec::new();
-        let mut zones = BTreeSet::new();
-        let mut price: Option<i64> = None;
-        for name in types {
-            let Some(t) = pool.types.iter().find(|t| t.instance_type.name == name) else {
-                continue;
-            };
-            let mut any = false;
-            for o in t
-                .instance_type
-                .offerings
-                .iter()
-                .filter(|o| launch_allows(l, o))
-            {
-                any = true;
-                zones.insert(o.zone.clone());
-                price = Some(price.map_or(o.price.0, |p| p.min(o.price.0)));
-            }
-            if any {
-                kept.push(name);
-            }
-        }
-        let Some(price) = price else {
-            return Err("no instance type has an offering the replacement allows".to_string());
-        };
-        l.requirements.add(
-            INSTANCE_TYPE,
-            Requirement::finite(kept.iter().cloned().collect()),
-        );
-        l.instance_types = kept;
-        l.zones = zones.into_iter().collect();
-        l.price = Price(price);
-        Ok(())
-    }
-
-    fn pool(&self, name: &str) -> Result<&'a PoolTypes, String> {
-        self.world
-            .pools
-            .iter()
-            .copied()
-            .find(|p| p.nodepool.name == name)
-            .ok_or_else(|| format!("NodePool {name} is gone"))
-    }
-
     /// Consolidation blockers of a candidate, in the order a user would look for them.
     fn consolidation_blocker(c: &'a Candidate, empty: bool) -> Option<Why<'a>> {
         if let Some(b) = &c.blocked_by {
@@ -595,18 +437,20 @@ impl<'a> Evaluation<'a> {
     }
 
     fn run(&mut self) {
-        let candidates: Vec<&'a Candidate> = self
-            .candidates
-            .values()
-            .map(|(_, c)| c)
-            .filter(|c| !c.disrupting)
+        let candidates: Vec<&'a Slot> =
+            self.candidates.values().filter(|c| !c.disrupting).collect();
+        // The few forced nodes, in name order as the candidates are: looking each of ten
+        // thousand candidates up among them was a pass's worth of cache misses.
+        let forced: Vec<(&'a Slot, &'a Forced)> = self
+            .forced
+            .iter()
+            .filter_map(|(node, f)| Some((self.candidates.get(*node)?, *f)))
+            .filter(|(c, _)| !c.disrupting)
             .collect();
 
         // 1. Interruption and expiration: forceful.
-        for c in &candidates {
-            let Some(f) = self.forced.get(c.node.as_str()).copied() else {
-                continue;
-            };
+        for &(slot, f) in &forced {
+            let c = &slot.candidate;
             let reason = match f {
                 Forced::Interrupted(_) => DisruptionReason::Interrupted,
                 Forced::Expired => DisruptionReason::Expired,
@@ -634,7 +478,7 @@ impl<'a> Evaluation<'a> {
                 continue;
             }
             if let Some(b) = Self::consolidation_blocker(c, true) {
-                self.blocked.push((c, DisruptionReason::Empty, b));
+                self.blocked.push((*c, DisruptionReason::Empty, b));
             } else if self.take_budget(&c.nodepool, DisruptionReason::Empty) {
                 empty.push(c.node.clone());
             } else {
@@ -658,20 +502,18 @@ impl<'a> Evaluation<'a> {
 
         self.mark("empty");
         // 3. Drift: one command per node.
-        for c in &candidates {
-            if self.taken.contains(&c.node) {
+        for &(slot, f) in &forced {
+            let c = &slot.candidate;
+            if self.taken.contains(&c.node) || !matches!(f, Forced::Drifted(_)) {
                 continue;
             }
-            let Some(Forced::Drifted(_)) = self.forced.get(c.node.as_str()) else {
-                continue;
-            };
             if let Some(b) = &c.blocked_by {
                 self.blocked
-                    .push((c, DisruptionReason::Drifted, Cow::Borrowed(b)));
+                    .push((slot, DisruptionReason::Drifted, Cow::Borrowed(b)));
                 continue;
             }
             if self.budget_left(&c.nodepool, DisruptionReason::Drifted) <= 0 {
-                self.over_budget(c, DisruptionReason::Drifted);
+                self.over_budget(slot, DisruptionReason::Drifted);
                 continue;
             }
             match self.simulate(&[c]) {
@@ -688,7 +530,7 @@ impl<'a> Evaluation<'a> {
                     });
                 }
                 Err(why) => self.blocked.push((
-                    c,
+                    slot,
                     DisruptionReason::Drifted,
                     Cow::Owned(format!("no replacement: {why}")),
                 )),
@@ -697,9 +539,8 @@ impl<'a> Evaluation<'a> {
 
         self.mark("drift");
         // 4 and 5. Consolidation of nodes with pods.
-        let mut options: Vec<(&'a Candidate, Rc<Vec<Launch>>, i64)> = Vec::new();
-        // Over the map itself, which holds each candidate's hash with it.
-        for (hash, c) in self.candidates.values() {
+        let mut options: Vec<(&'a Slot, Rc<Vec<Launch>>, i64)> = Vec::new();
+        for c in self.candidates.values() {
             if c.disrupting
                 || c.pods.is_empty()
                 || !c.consolidatable
@@ -708,13 +549,13 @@ impl<'a> Evaluation<'a> {
             {
                 continue;
             }
-            let Some((delete, replace)) = self.plausible(*hash, c) else {
+            let Some((delete, replace)) = self.plausible(c) else {
                 continue;
             };
             if !delete && !replace {
                 continue;
             }
-            let outcome = self.consolidate_one(*hash, c, replace);
+            let outcome = self.consolidate_one(c, replace);
             let Ok((launches, savings)) = outcome.as_ref() else {
                 continue;
             };
@@ -730,17 +571,24 @@ impl<'a> Evaluation<'a> {
         self.mark("balanced");
         let multi = self.multi_node(&candidates);
         self.mark("multi");
-        let chosen: BTreeSet<String> = match multi {
+        // Every option is listed once: blocked by budget, chosen, or waiting its turn.
+        let (chosen, waiting): (Vec<String>, Vec<&'a Slot>) = match multi {
             Some(cmd) => {
-                let nodes = cmd.nodes.iter().cloned().collect();
                 for n in &cmd.nodes {
                     if let Some(c) = self.candidate(n) {
                         let pool = c.nodepool.clone();
                         self.take_budget(&pool, DisruptionReason::Underutilized);
                     }
                 }
+                let chosen = cmd.nodes.clone();
                 self.commands.push(cmd);
-                nodes
+                let taken: FxHashSet<&str> = chosen.iter().map(String::as_str).collect();
+                let waiting = options
+                    .iter()
+                    .map(|(c, _, _)| *c)
+                    .filter(|c| !taken.contains(c.node.as_str()))
+                    .collect();
+                (chosen, waiting)
             }
             None => {
                 options.sort_by(|a, b| {
@@ -748,39 +596,26 @@ impl<'a> Evaluation<'a> {
                     let rb = b.2 as f64 / b.0.disruption_cost.max(1) as f64;
                     rb.total_cmp(&ra).then_with(|| a.0.node.cmp(&b.0.node))
                 });
-                let mut picked = BTreeSet::new();
-                for (c, launches, savings) in options.iter() {
+                let mut picked = Vec::new();
+                let mut tried = options.len();
+                for (i, (c, launches, savings)) in options.iter().enumerate() {
                     if self.take_budget(&c.nodepool, DisruptionReason::Underutilized) {
-                        picked.insert(c.node.clone());
+                        picked.push(c.node.clone());
                         self.commands.push(Command {
                             nodes: vec![c.node.clone()],
                             reason: DisruptionReason::Underutilized,
                             launches: launches.as_ref().clone(),
                             savings: *savings,
                         });
+                        tried = i + 1;
                         break;
                     }
                     self.over_budget(c, DisruptionReason::Underutilized);
                 }
-                picked
+                let waiting = options.iter().skip(tried).map(|(c, _, _)| *c).collect();
+                (picked, waiting)
             }
         };
-        // A set, not a scan of `blocked` per option: at 10k nodes that scan was 10⁸ string
-        // comparisons, a quarter of an evaluation.
-        let mut already: FxHashSet<&str> = self
-            .blocked
-            .iter()
-            .filter(|(_, r, _)| *r == DisruptionReason::Underutilized)
-            .map(|(c, _, _)| c.node.as_str())
-            .collect();
-        // Hashed, not looked up in `chosen`: ten thousand B-tree searches by name were a tenth
-        // of an evaluation.
-        already.extend(chosen.iter().map(String::as_str));
-        let waiting: Vec<&'a Candidate> = options
-            .iter()
-            .map(|(c, _, _)| *c)
-            .filter(|c| !already.contains(c.node.as_str()))
-            .collect();
         for c in waiting {
             self.blocked.push((
                 c,
@@ -790,184 +625,6 @@ impl<'a> Evaluation<'a> {
         }
         self.world.take(&mut self.taken, chosen);
         self.mark("listings");
-    }
-
-    /// `Balanced`: drop options whose savings share is under half their disruption share.
-    fn balanced_filter(&mut self, options: &mut Vec<(&'a Candidate, Rc<Vec<Launch>>, i64)>) {
-        let mut kept = Vec::new();
-        for (c, launches, savings) in options.drain(..) {
-            if let Err(why) = self.balanced(&[c], savings) {
-                self.blocked
-                    .push((c, DisruptionReason::Underutilized, Cow::Owned(why)));
-                continue;
-            }
-            kept.push((c, launches, savings));
-        }
-        *options = kept;
-    }
-
-    /// Karpenter's `Balanced` score of a move (single- or multi-node): for each NodePool of the
-    /// removed nodes whose policy is `Balanced`, its share of the savings (split between pools
-    /// by the removed nodes' prices) over its NodePool's total price, divided by the removed
-    /// nodes' disruption cost over the NodePool's total disruption cost, must be at least 1/2.
-    /// Totals are over every node of the NodePool, candidates or not.
-    fn balanced(&self, nodes: &[&Candidate], savings: i64) -> Result<(), String> {
-        if !nodes
-            .iter()
-            .any(|c| c.policy == ConsolidationPolicy::Balanced)
-        {
-            return Ok(());
-        }
-        let source: i64 = nodes.iter().map(|c| price_of(c)).sum();
-        let mut pools: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
-        for c in nodes {
-            let e = pools.entry(c.nodepool.as_str()).or_insert((0, 0));
-            e.0 += price_of(c);
-            e.1 += c.disruption_cost;
-        }
-        for (pool, (price, cost)) in pools {
-            let balanced = nodes
-                .iter()
-                .any(|c| c.nodepool == pool && c.policy == ConsolidationPolicy::Balanced);
-            if !balanced {
-                continue;
-            }
-            let totals = self.pool_totals.get_or_init(|| {
-                let mut totals: BTreeMap<&'a str, (i64, i64)> = BTreeMap::new();
-                for (_, c) in self.candidates.values() {
-                    let t = totals.entry(c.nodepool.as_str()).or_insert((0, 0));
-                    t.0 += price_of(c);
-                    t.1 += c.disruption_cost;
-                }
-                totals
-            });
-            let (price_total, cost_total) = totals.get(pool).copied().unwrap_or((0, 0));
-            let pool_savings = if nodes.len() > 1 && source > 0 {
-                savings as f64 * price as f64 / source as f64
-            } else {
-                savings as f64
-            };
-            let savings_share = if price_total > 0 {
-                pool_savings / price_total as f64
-            } else {
-                0.0
-            };
-            let disruption_share = if cost_total > 0 {
-                cost as f64 / cost_total as f64
-            } else {
-                0.0
-            };
-            // A zero disruption share cannot happen (every node costs at least its base);
-            // treat it as a score of 0 rather than dividing by it.
-            let score = if disruption_share > 0.0 {
-                savings_share / disruption_share
-            } else {
-                0.0
-            };
-            if score < 0.5 {
-                return Err(format!(
-                    "consolidationPolicy: Balanced (NodePool {pool}: savings share {savings_share:.3} < half of disruption share {disruption_share:.3})"
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    /// Multi-node consolidation over unblocked, consolidatable candidates within budget.
-    fn multi_node(&mut self, candidates: &[&'a Candidate]) -> Option<Command> {
-        let mut pool_left: BTreeMap<String, i64> = BTreeMap::new();
-        let mut list: Vec<&'a Candidate> = Vec::new();
-        let mut sorted: std::collections::BinaryHeap<Ranked<'a>> = candidates
-            .iter()
-            .copied()
-            .filter(|c| {
-                // Empty nodes are emptiness's alone, under the Empty budget (Karpenter leaves
-                // them out of consolidation "for correct budget accounting"): one the Empty
-                // budget holds back must not go as Underutilized instead.
-                !self.taken.contains(&c.node)
-                    && !c.pods.is_empty()
-                    && c.consolidatable
-                    && c.price.is_some()
-                    && Self::consolidation_blocker(c, false).is_none()
-            })
-            .map(|c| Ranked(price_of(c) as f64 / c.disruption_cost.max(1) as f64, c))
-            .collect();
-        // Highest price per unit of disruption cost first (Karpenter's `SavingsRatio`): the
-        // prefix the binary search tries holds the nodes most worth removing. A heap, as only
-        // the first hundred or so of ten thousand are wanted.
-        while let Some(Ranked(_, c)) = sorted.pop() {
-            let left = match pool_left.get(&c.nodepool) {
-                Some(l) => *l,
-                None => {
-                    let l = self.budget_left(&c.nodepool, DisruptionReason::Underutilized);
-                    pool_left.insert(c.nodepool.clone(), l);
-                    l
-                }
-            };
-            if left <= 0 {
-                continue;
-            }
-            pool_left.insert(c.nodepool.clone(), left - 1);
-            list.push(c);
-            if list.len() == MAX_MULTI_NODE {
-                break;
-            }
-        }
-        if list.len() < 2 {
-            return None;
-        }
-        let (mut lo, mut hi) = (2usize, list.len());
-        let mut best: Option<Command> = None;
-        while lo <= hi {
-            let mid = (lo + hi) / 2;
-            match self.multi_option(&list[..mid]) {
-                Some(cmd) => {
-                    best = Some(cmd);
-                    lo = mid + 1;
-                }
-                None => hi = mid - 1,
-            }
-        }
-        best
-    }
-
-    /// Removing all of `nodes` for fewer, cheaper new ones, if that works.
-    fn multi_option(&self, nodes: &[&'a Candidate]) -> Option<Command> {
-        let mut launches = self.simulate(nodes).ok()?;
-        if launches.len() >= nodes.len() {
-            return None;
-        }
-        let old: i64 = nodes.iter().map(|c| price_of(c)).sum();
-        let cheapest: i64 = launches.iter().map(|l| l.price.0).sum();
-        if cheapest >= old {
-            return None;
-        }
-        // Each replacement must stay cheaper whatever offering it gets: it keeps the types under
-        // its cheapest price plus an equal share of the savings (for one replacement, under
-        // the removed nodes' total, as Karpenter). A replacement that could be one of the
-        // removed nodes' types must be cheaper than that node, or keeping the node and only
-        // deleting the others disrupts less (Karpenter's `filterOutSameInstanceType`).
-        let share = (old - cheapest) / launches.len().max(1) as i64;
-        for l in &mut launches {
-            let mut limit = l.price.0 + share;
-            for c in nodes {
-                if l.instance_types.contains(&c.instance_type) {
-                    limit = limit.min(price_of(c));
-                }
-            }
-            self.price_replacement(nodes, l, limit).ok()?;
-        }
-        let new: i64 = launches.iter().map(|l| l.price.0).sum();
-        if new >= old {
-            return None;
-        }
-        self.balanced(nodes, old - new).ok()?;
-        Some(Command {
-            nodes: nodes.iter().map(|c| c.node.clone()).collect(),
-            reason: DisruptionReason::Underutilized,
-            launches,
-            savings: old - new,
-        })
     }
 
     /// Each command's disruptions and renamed replacement launches.
@@ -1004,32 +661,6 @@ impl<'a> Evaluation<'a> {
     }
 }
 
-/// A multi-node candidate by its price per unit of disruption cost: the greatest first, then
-/// by node name.
-struct Ranked<'a>(f64, &'a Candidate);
-
-impl Ord for Ranked<'_> {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.0
-            .total_cmp(&other.0)
-            .then_with(|| other.1.node.cmp(&self.1.node))
-    }
-}
-
-impl PartialOrd for Ranked<'_> {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl PartialEq for Ranked<'_> {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == std::cmp::Ordering::Equal
-    }
-}
-
-impl Eq for Ranked<'_> {}
-
 /// A blocked candidate's listing.
 fn listing(c: &Candidate, reason: DisruptionReason, why: String) -> Decision {
     Decision::Disruption(Disruption {
@@ -1052,158 +683,12 @@ fn listing_is(d: &Decision, c: &Candidate, why: &str) -> bool {
             && d.nodepool == c.nodepool)
 }
 
-/// The `minValues` of a launch's instance-type requirement (0 without one).
-fn min_instance_types(l: &Launch) -> usize {
-    l.requirements
-        .get(INSTANCE_TYPE)
-        .and_then(|r| r.min_values)
-        .unwrap_or(0) as usize
-}
-
-/// Whether a launch may get this offering: available, in its zones and capacity types.
-fn launch_allows(l: &Launch, o: &Offering) -> bool {
-    o.available && l.zones.contains(&o.zone) && l.capacity_types.contains(&o.capacity_type)
-}
-
-/// The most a launch may pay for a type (Karpenter's `WorstLaunchPrice`): the dearest offering
-/// the launch allows of the capacity type it would get — reserved, else spot, else on-demand.
-fn worst_launch_price(it: &InstanceType, l: &Launch) -> Option<i64> {
-    [
-        CAPACITY_TYPE_RESERVED,
-        CAPACITY_TYPE_SPOT,
-        CAPACITY_TYPE_ON_DEMAND,
-    ]
-    .iter()
-    .find_map(|ct| {
-        it.offerings
-            .iter()
-            .filter(|o| o.capacity_type == *ct && launch_allows(l, o))
-            .map(|o| o.price.0)
-            .max()
-    })
-}
-
 /// Whether a node can take pods moved off a disrupted node.
 fn is_destination(n: &NodeState) -> bool {
     !n.node.in_flight
         && !n.node.unschedulable
         && !n.node.deleting
         && !n.node.taints.iter().any(|t| t.key == DISRUPTED_TAINT)
-}
-
-/// The commands query's inputs, indexed as they change. Each keyed collection holds at most
-/// one record per key at a time (candidates and node states per node, classes per id, pools
-/// and budgets per NodePool), so an update replaces or removes the record of its key; within
-/// an epoch a record's retraction may come after its successor's insertion, so a retraction
-/// removes only the record it names.
-#[derive(Default)]
-struct Parts {
-    /// Candidates by node, with their prices filled in from `prices`.
-    candidates: BTreeMap<String, (u64, Candidate)>,
-    prices: BTreeMap<OfferKey, Price>,
-    /// The candidates of each offering, to re-price them as its price changes.
-    offer_nodes: BTreeMap<OfferKey, BTreeSet<String>>,
-    forced: BTreeMap<(String, Forced), isize>,
-    /// Node states by name, with their fingerprints.
-    nodes: BTreeMap<String, (u64, NodeState)>,
-    classes: BTreeMap<ClassId, (PodClass, Compatibility)>,
-    pools: BTreeMap<String, PoolTypes>,
-    budgets: BTreeMap<String, Allowance>,
-    spot_to_spot: isize,
-}
-
-/// Inserts (`diff > 0`) or retracts a keyed record; `same` tells whether the record held is
-/// the one retracted.
-fn keyed<K: Ord, V>(
-    map: &mut BTreeMap<K, V>,
-    key: K,
-    value: V,
-    diff: isize,
-    same: impl Fn(&V, &V) -> bool,
-) {
-    if diff > 0 {
-        map.insert(key, value);
-    } else if map.get(&key).is_some_and(|held| same(held, &value)) {
-        map.remove(&key);
-    }
-}
-
-impl Parts {
-    /// Inserts or retracts a candidate (as [`keyed`] does), priced from `prices` and indexed
-    /// by its offering.
-    fn update_candidate(&mut self, hash: u64, mut c: Candidate, diff: isize) {
-        let held = self
-            .candidates
-            .get(&c.node)
-            .map(|(h, c)| (*h, c.offer.clone()));
-        if diff > 0 {
-            if let Some((_, Some(old))) = &held {
-                self.unindex(old, &c.node);
-            }
-            if let Some(key) = &c.offer {
-                c.price = self.prices.get(key).copied();
-                self.offer_nodes
-                    .entry(key.clone())
-                    .or_default()
-                    .insert(c.node.clone());
-            }
-            self.candidates.insert(c.node.clone(), (hash, c));
-        } else if held.as_ref().is_some_and(|(h, _)| *h == hash) {
-            if let Some((_, Some(old))) = &held {
-                self.unindex(old, &c.node);
-            }
-            self.candidates.remove(&c.node);
-        }
-    }
-
-    fn unindex(&mut self, key: &OfferKey, node: &str) {
-        if let Some(nodes) = self.offer_nodes.get_mut(key) {
-            nodes.remove(node);
-            if nodes.is_empty() {
-                self.offer_nodes.remove(key);
-            }
-        }
-    }
-
-    fn update(&mut self, part: Part, diff: isize) {
-        match part {
-            Part::Candidate(h, c) => self.update_candidate(h, c, diff),
-            Part::Price(key, price) => {
-                let was = self.prices.get(&key).copied();
-                keyed(&mut self.prices, key.clone(), price, diff, |a, b| a == b);
-                let now = self.prices.get(&key).copied();
-                if now != was {
-                    for node in self.offer_nodes.get(&key).into_iter().flatten() {
-                        if let Some((_, c)) = self.candidates.get_mut(node) {
-                            c.price = now;
-                        }
-                    }
-                }
-            }
-            Part::Node(f, n) => keyed(
-                &mut self.nodes,
-                n.node.name.clone(),
-                (f, n),
-                diff,
-                |a, b| a.0 == b.0,
-            ),
-            Part::Class(id, class, compat) => {
-                keyed(&mut self.classes, id, (class, compat), diff, |a, b| a == b)
-            }
-            Part::Pool(p) => keyed(&mut self.pools, p.nodepool.name.clone(), p, diff, |a, b| {
-                a == b
-            }),
-            Part::Budget(pool, a) => keyed(&mut self.budgets, pool, a, diff, |a, b| a == b),
-            Part::Forced(n, f) => {
-                let e = self.forced.entry((n.clone(), f.clone())).or_insert(0);
-                *e += diff;
-                if *e == 0 {
-                    self.forced.remove(&(n, f));
-                }
-            }
-            Part::SpotToSpot => self.spot_to_spot += diff,
-        }
-    }
 }
 
 /// The commands query's state between evaluations: its input parts, and the simulation memo
@@ -1214,13 +699,6 @@ struct Commands {
     memo: RefCell<Memo>,
     /// The commands' decisions last answered.
     commanded: HashMap<Decision, isize>,
-    /// The blocked candidates' listings last answered, by node: per reason, the listing and
-    /// the evaluation that last gave it.
-    listed: FxHashMap<String, Vec<(DisruptionReason, Decision, u64)>>,
-    /// Single-node outcomes (see [`Evaluation::consolidate_one`]).
-    checks: RefCell<FxHashMap<String, Check>>,
-    /// Candidates' demands (see [`Evaluation::plausible`]).
-    demands: RefCell<FxHashMap<u64, Demand>>,
     /// Evaluations so far.
     evaluation: u64,
 }
@@ -1235,6 +713,7 @@ impl Maintained for Commands {
 
     fn evaluate(&mut self, out: &mut Vec<(Decision, isize)>) {
         let mut phases = Phases::start();
+        out.extend(self.parts.unlisted.drain(..).map(|d| (d, -1)));
         let memo = &self.memo;
         memo.borrow_mut().next_evaluation();
         phases.mark("memo");
@@ -1264,9 +743,6 @@ impl Maintained for Commands {
         if candidates.is_empty() {
             changes(&self.commanded, &HashMap::new(), out);
             self.commanded.clear();
-            for (_, ds) in self.listed.drain() {
-                out.extend(ds.into_iter().map(|(_, d, _)| (d, -1)));
-            }
             return;
         }
         phases.mark("parts");
@@ -1281,9 +757,6 @@ impl Maintained for Commands {
         let mut eval = Evaluation {
             world,
             candidates,
-            checks: &self.checks,
-            demands: &self.demands,
-            evaluation: self.evaluation,
             priced: RefCell::new(FxHashMap::default()),
             forced,
             budgets,
@@ -1301,53 +774,55 @@ impl Maintained for Commands {
         eval.mark("world");
         eval.run();
         let evaluation = self.evaluation;
-        self.checks
-            .borrow_mut()
-            .retain(|_, c| c.evaluation == evaluation);
-        self.demands
-            .borrow_mut()
-            .retain(|_, d| d.evaluation == evaluation);
         let candidates = eval.candidates.len();
-        eval.mark("checks");
         let mut commanded: HashMap<Decision, isize> = HashMap::new();
         for d in eval.command_decisions() {
             *commanded.entry(d).or_insert(0) += 1;
         }
         changes(&self.commanded, &commanded, out);
         self.commanded = commanded;
-        // Listings are compared as (node, reason, why) in place: most stay as they were, and
-        // rebuilding and hashing ten thousand of them per change was a fifth of it.
+        // Listings are compared as (node, reason, why) in place, kept with their candidates:
+        // most stay as they were, and rebuilding and hashing ten thousand of them per change was
+        // a fifth of it.
+        let mut held_count = self.parts.listed;
+        let mut seen_count = 0;
         for (c, reason, why) in std::mem::take(&mut eval.blocked) {
-            let held = match self.listed.get_mut(c.node.as_str()) {
-                Some(held) => held,
-                None => self.listed.entry(c.node.clone()).or_default(),
-            };
+            let mut held = c.listed.borrow_mut();
             match held.iter_mut().find(|(r, _, _)| *r == reason) {
                 // The first listing of (node, reason) this evaluation wins.
                 Some((_, _, seen)) if *seen == evaluation => {}
-                Some((_, d, seen)) if listing_is(d, c, &why) => *seen = evaluation,
+                Some((_, d, seen)) if listing_is(d, c, &why) => {
+                    *seen = evaluation;
+                    seen_count += 1;
+                }
                 Some((_, d, seen)) => {
                     let new = listing(c, reason, why.into_owned());
                     out.push((std::mem::replace(d, new.clone()), -1));
                     out.push((new, 1));
                     *seen = evaluation;
+                    seen_count += 1;
                 }
                 None => {
                     let d = listing(c, reason, why.into_owned());
                     out.push((d.clone(), 1));
                     held.push((reason, d, evaluation));
+                    held_count += 1;
+                    seen_count += 1;
                 }
             }
         }
-        self.listed.retain(|_, held| {
-            held.retain(|(_, d, seen)| {
-                if *seen != evaluation {
-                    out.push((d.clone(), -1));
-                }
-                *seen == evaluation
-            });
-            !held.is_empty()
-        });
+        // Only when some listing went unseen is every candidate's looked at.
+        if seen_count != held_count {
+            for c in eval.candidates.values() {
+                c.listed.borrow_mut().retain(|(_, d, seen)| {
+                    if *seen != evaluation {
+                        out.push((d.clone(), -1));
+                        held_count -= 1;
+                    }
+                    *seen == evaluation
+                });
+            }
+        }
         eval.mark("answer");
         let m = memo.borrow();
         tracing::debug!(
@@ -1361,6 +836,9 @@ impl Maintained for Commands {
             micros = eval.phases.started.elapsed().as_micros() as u64,
             "disruption commands evaluated"
         );
+        drop(m);
+        drop(eval);
+        self.parts.listed = held_count;
     }
 }
 
@@ -1368,78 +846,4 @@ impl Maintained for Commands {
 /// by [`maintain`] so that a change re-sorts neither the ~30,000 parts nor the ~10,000 listings.
 pub fn commands<'s>(parts: VecCollection<'s, Epoch, Part>) -> VecCollection<'s, Epoch, Decision> {
     maintain(parts, "DisruptionCommands", Commands::default())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn key(instance_type: &str) -> OfferKey {
-        (
-            "general".to_string(),
-            instance_type.to_string(),
-            Some("us-east-1a".to_string()),
-            Some("on-demand".to_string()),
-        )
-    }
-
-    fn candidate(node: &str, instance_type: &str) -> Candidate {
-        Candidate {
-            node: node.to_string(),
-            nodeclaim: None,
-            nodepool: "general".to_string(),
-            policy: ConsolidationPolicy::WhenEmptyOrUnderutilized,
-            consolidate_never: false,
-            consolidatable: true,
-            capacity_type: "on-demand".to_string(),
-            instance_type: instance_type.to_string(),
-            offer: Some(key(instance_type)),
-            price: None,
-            pods: Vec::new(),
-            disruption_cost: 1_000_000,
-            blocked_by: None,
-            disrupting: false,
-        }
-    }
-
-    fn price(parts: &Parts, node: &str) -> Option<Price> {
-        parts.candidates.get(node).and_then(|(_, c)| c.price)
-    }
-
-    /// Within an epoch a record's retraction may come before or after its successor, and a
-    /// candidate before or after its offering's price: the candidate ends priced right.
-    #[test]
-    fn candidates_are_priced_from_the_offers_in_any_order() {
-        let mut parts = Parts::default();
-        parts.update(Part::Candidate(1, candidate("a", "m5.large")), 1);
-        assert_eq!(price(&parts, "a"), None, "no price known yet");
-        parts.update(Part::Price(key("m5.large"), Price(100)), 1);
-        assert_eq!(price(&parts, "a"), Some(Price(100)));
-
-        parts.update(Part::Price(key("m5.large"), Price(90)), 1);
-        parts.update(Part::Price(key("m5.large"), Price(100)), -1);
-        assert_eq!(
-            price(&parts, "a"),
-            Some(Price(90)),
-            "new price before the old retracted"
-        );
-
-        // The node's offering changes: the new candidate arrives before the old one leaves.
-        parts.update(Part::Price(key("m5.xlarge"), Price(200)), 1);
-        parts.update(Part::Candidate(2, candidate("a", "m5.xlarge")), 1);
-        parts.update(Part::Candidate(1, candidate("a", "m5.large")), -1);
-        assert_eq!(price(&parts, "a"), Some(Price(200)));
-        parts.update(Part::Price(key("m5.large"), Price(90)), -1);
-        assert_eq!(
-            price(&parts, "a"),
-            Some(Price(200)),
-            "its old offering's price no longer reaches it"
-        );
-
-        parts.update(Part::Price(key("m5.xlarge"), Price(200)), -1);
-        assert_eq!(price(&parts, "a"), None, "not offered any more");
-        parts.update(Part::Candidate(2, candidate("a", "m5.xlarge")), -1);
-        assert!(parts.candidates.is_empty());
-        assert!(parts.offer_nodes.is_empty(), "{:?}", parts.offer_nodes);
-    }
 }

@@ -1,0 +1,131 @@
+//! Multi-node consolidation: several nodes removed for fewer, cheaper new NodeClaims.
+
+use super::super::types::Candidate;
+use super::{price_of, Command, Evaluation, Slot, MAX_MULTI_NODE};
+use dovetail_dataflow::decisions::DisruptionReason;
+use std::collections::BTreeMap;
+
+impl<'a> Evaluation<'a> {
+    /// Multi-node consolidation over unblocked, consolidatable candidates within budget.
+    pub(super) fn multi_node(&mut self, candidates: &[&'a Slot]) -> Option<Command> {
+        let mut pool_left: BTreeMap<String, i64> = BTreeMap::new();
+        let mut list: Vec<&'a Candidate> = Vec::new();
+        let mut sorted: std::collections::BinaryHeap<Ranked<'a>> = candidates
+            .iter()
+            .map(|s| &s.candidate)
+            .filter(|c| {
+                // Empty nodes are emptiness's alone, under the Empty budget (Karpenter leaves
+                // them out of consolidation "for correct budget accounting"): one the Empty
+                // budget holds back must not go as Underutilized instead.
+                !self.taken.contains(&c.node)
+                    && !c.pods.is_empty()
+                    && c.consolidatable
+                    && c.price.is_some()
+                    && Self::consolidation_blocker(c, false).is_none()
+            })
+            .map(|c| Ranked(price_of(c) as f64 / c.disruption_cost.max(1) as f64, c))
+            .collect();
+        // Highest price per unit of disruption cost first (Karpenter's `SavingsRatio`): the
+        // prefix the binary search tries holds the nodes most worth removing. A heap, as only
+        // the first hundred or so of ten thousand are wanted.
+        while let Some(Ranked(_, c)) = sorted.pop() {
+            let left = match pool_left.get(&c.nodepool) {
+                Some(l) => *l,
+                None => {
+                    let l = self.budget_left(&c.nodepool, DisruptionReason::Underutilized);
+                    pool_left.insert(c.nodepool.clone(), l);
+                    l
+                }
+            };
+            if left <= 0 {
+                continue;
+            }
+            pool_left.insert(c.nodepool.clone(), left - 1);
+            list.push(c);
+            if list.len() == MAX_MULTI_NODE {
+                break;
+            }
+        }
+        if list.len() < 2 {
+            return None;
+        }
+        let (mut lo, mut hi) = (2usize, list.len());
+        let mut best: Option<Command> = None;
+        while lo <= hi {
+            let mid = (lo + hi) / 2;
+            match self.multi_option(&list[..mid]) {
+                Some(cmd) => {
+                    best = Some(cmd);
+                    lo = mid + 1;
+                }
+                None => hi = mid - 1,
+            }
+        }
+        best
+    }
+
+    /// Removing all of `nodes` for fewer, cheaper new ones, if that works.
+    pub(super) fn multi_option(&self, nodes: &[&'a Candidate]) -> Option<Command> {
+        let mut launches = self.simulate(nodes).ok()?;
+        if launches.len() >= nodes.len() {
+            return None;
+        }
+        let old: i64 = nodes.iter().map(|c| price_of(c)).sum();
+        let cheapest: i64 = launches.iter().map(|l| l.price.0).sum();
+        if cheapest >= old {
+            return None;
+        }
+        // Each replacement must stay cheaper whatever offering it gets: it keeps the types under
+        // its cheapest price plus an equal share of the savings (for one replacement, under
+        // the removed nodes' total, as Karpenter). A replacement that could be one of the
+        // removed nodes' types must be cheaper than that node, or keeping the node and only
+        // deleting the others disrupts less (Karpenter's `filterOutSameInstanceType`).
+        let share = (old - cheapest) / launches.len().max(1) as i64;
+        for l in &mut launches {
+            let mut limit = l.price.0 + share;
+            for c in nodes {
+                if l.instance_types.contains(&c.instance_type) {
+                    limit = limit.min(price_of(c));
+                }
+            }
+            self.price_replacement(nodes, l, limit).ok()?;
+        }
+        let new: i64 = launches.iter().map(|l| l.price.0).sum();
+        if new >= old {
+            return None;
+        }
+        self.balanced(nodes, old - new).ok()?;
+        Some(Command {
+            nodes: nodes.iter().map(|c| c.node.clone()).collect(),
+            reason: DisruptionReason::Underutilized,
+            launches,
+            savings: old - new,
+        })
+    }
+}
+
+/// A multi-node candidate by its price per unit of disruption cost: the greatest first, then
+/// by node name.
+struct Ranked<'a>(f64, &'a Candidate);
+
+impl Ord for Ranked<'_> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0
+            .total_cmp(&other.0)
+            .then_with(|| other.1.node.cmp(&self.1.node))
+    }
+}
+
+impl PartialOrd for Ranked<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Ranked<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == std::cmp::Ordering::Equal
+    }
+}
+
+impl Eq for Ranked<'_> {}

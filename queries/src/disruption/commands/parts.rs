@@ -1,0 +1,264 @@
+//! The commands query's inputs, indexed as they change, and what it keeps about each
+//! candidate between evaluations.
+
+use super::super::types::{Allowance, Candidate, Forced, OfferKey};
+use super::{Check, Demand};
+use crate::types::{ClassId, Compatibility, NodeState, PodClass, PoolTypes};
+use dovetail_dataflow::decisions::{Decision, DisruptionReason};
+use dovetail_dataflow::model::Price;
+use serde::{Deserialize, Serialize};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Part {
+    /// A candidate with its hash, computed as it changes (without its price).
+    Candidate(u64, Candidate),
+    /// The price of an offering some candidate has.
+    Price(OfferKey, Price),
+    Forced(String, Forced),
+    /// A node's state with its [`super::super::simulate::fingerprint`], computed as the state changes.
+    Node(u64, NodeState),
+    Class(ClassId, PodClass, Compatibility),
+    Pool(PoolTypes),
+    Budget(String, Allowance),
+    SpotToSpot,
+}
+
+/// The commands query's inputs, indexed as they change. Each keyed collection holds at most
+/// one record per key at a time (candidates and node states per node, classes per id, pools
+/// and budgets per NodePool), so an update replaces or removes the record of its key; within
+/// an epoch a record's retraction may come after its successor's insertion, so a retraction
+/// removes only the record it names.
+#[derive(Default)]
+pub(super) struct Parts {
+    /// Candidates by node, with their prices filled in from `prices`.
+    pub candidates: BTreeMap<String, Slot>,
+    /// Listings of candidates that are gone, to retract at the next evaluation.
+    pub unlisted: Vec<Decision>,
+    /// How many listings the candidates hold.
+    pub listed: usize,
+    pub prices: BTreeMap<OfferKey, Price>,
+    /// The candidates of each offering, to re-price them as its price changes.
+    pub offer_nodes: BTreeMap<OfferKey, BTreeSet<String>>,
+    pub forced: BTreeMap<(String, Forced), isize>,
+    /// Node states by name, with their fingerprints.
+    pub nodes: BTreeMap<String, (u64, NodeState)>,
+    pub classes: BTreeMap<ClassId, (PodClass, Compatibility)>,
+    pub pools: BTreeMap<String, PoolTypes>,
+    pub budgets: BTreeMap<String, Allowance>,
+    pub spot_to_spot: isize,
+}
+
+/// A candidate (with its hash, computed as it changes) and what the query keeps about it
+/// between evaluations. Kept together, as every evaluation visits every candidate: looking
+/// each one's check, demand and listings up by name in three maps was a third of it.
+pub(super) struct Slot {
+    pub hash: u64,
+    pub candidate: Candidate,
+    /// Its single-node outcome with what it read (see [`super::Evaluation::consolidate_one`]).
+    pub check: RefCell<Option<Check>>,
+    /// What the cheap prune reads of its pods (see [`super::Evaluation::plausible`]).
+    pub demand: RefCell<Demand>,
+    /// Its listings last answered: per reason, the listing and the evaluation that last gave
+    /// it.
+    pub listed: RefCell<Vec<(DisruptionReason, Decision, u64)>>,
+}
+
+impl std::ops::Deref for Slot {
+    type Target = Candidate;
+
+    fn deref(&self) -> &Candidate {
+        &self.candidate
+    }
+}
+
+/// Inserts (`diff > 0`) or retracts a keyed record; `same` tells whether the record held is
+/// the one retracted.
+fn keyed<K: Ord, V>(
+    map: &mut BTreeMap<K, V>,
+    key: K,
+    value: V,
+    diff: isize,
+    same: impl Fn(&V, &V) -> bool,
+) {
+    if diff > 0 {
+        map.insert(key, value);
+    } else if map.get(&key).is_some_and(|held| same(held, &value)) {
+        map.remove(&key);
+    }
+}
+
+impl Parts {
+    /// Inserts or retracts a candidate (as [`keyed`] does), priced from `prices` and indexed
+    /// by its offering.
+    fn update_candidate(&mut self, hash: u64, mut c: Candidate, diff: isize) {
+        let held = self
+            .candidates
+            .get(&c.node)
+            .map(|s| (s.hash, s.candidate.offer.clone()));
+        if diff > 0 {
+            if let Some((_, Some(old))) = &held {
+                self.unindex(old, &c.node);
+            }
+            if let Some(key) = &c.offer {
+                c.price = self.prices.get(key).copied();
+                self.offer_nodes
+                    .entry(key.clone())
+                    .or_default()
+                    .insert(c.node.clone());
+            }
+            // What was kept about the node's earlier candidate stays: each part names the
+            // candidate it was made for.
+            match self.candidates.get_mut(&c.node) {
+                Some(slot) => {
+                    slot.hash = hash;
+                    slot.candidate = c;
+                }
+                None => {
+                    let slot = Slot {
+                        hash,
+                        candidate: c,
+                        check: RefCell::new(None),
+                        demand: RefCell::default(),
+                        listed: RefCell::default(),
+                    };
+                    self.candidates.insert(slot.candidate.node.clone(), slot);
+                }
+            }
+        } else if held.as_ref().is_some_and(|(h, _)| *h == hash) {
+            if let Some((_, Some(old))) = &held {
+                self.unindex(old, &c.node);
+            }
+            if let Some(slot) = self.candidates.remove(&c.node) {
+                let listed = slot.listed.into_inner();
+                self.listed -= listed.len();
+                self.unlisted.extend(listed.into_iter().map(|(_, d, _)| d));
+            }
+        }
+    }
+
+    fn unindex(&mut self, key: &OfferKey, node: &str) {
+        if let Some(nodes) = self.offer_nodes.get_mut(key) {
+            nodes.remove(node);
+            if nodes.is_empty() {
+                self.offer_nodes.remove(key);
+            }
+        }
+    }
+
+    pub fn update(&mut self, part: Part, diff: isize) {
+        match part {
+            Part::Candidate(h, c) => self.update_candidate(h, c, diff),
+            Part::Price(key, price) => {
+                let was = self.prices.get(&key).copied();
+                keyed(&mut self.prices, key.clone(), price, diff, |a, b| a == b);
+                let now = self.prices.get(&key).copied();
+                if now != was {
+                    for node in self.offer_nodes.get(&key).into_iter().flatten() {
+                        if let Some(slot) = self.candidates.get_mut(node) {
+                            slot.candidate.price = now;
+                        }
+                    }
+                }
+            }
+            Part::Node(f, n) => keyed(
+                &mut self.nodes,
+                n.node.name.clone(),
+                (f, n),
+                diff,
+                |a, b| a.0 == b.0,
+            ),
+            Part::Class(id, class, compat) => {
+                keyed(&mut self.classes, id, (class, compat), diff, |a, b| a == b)
+            }
+            Part::Pool(p) => keyed(&mut self.pools, p.nodepool.name.clone(), p, diff, |a, b| {
+                a == b
+            }),
+            Part::Budget(pool, a) => keyed(&mut self.budgets, pool, a, diff, |a, b| a == b),
+            Part::Forced(n, f) => {
+                let e = self.forced.entry((n.clone(), f.clone())).or_insert(0);
+                *e += diff;
+                if *e == 0 {
+                    self.forced.remove(&(n, f));
+                }
+            }
+            Part::SpotToSpot => self.spot_to_spot += diff,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dovetail_dataflow::model::ConsolidationPolicy;
+
+    fn key(instance_type: &str) -> OfferKey {
+        (
+            "general".to_string(),
+            instance_type.to_string(),
+            Some("us-east-1a".to_string()),
+            Some("on-demand".to_string()),
+        )
+    }
+
+    fn candidate(node: &str, instance_type: &str) -> Candidate {
+        Candidate {
+            node: node.to_string(),
+            nodeclaim: None,
+            nodepool: "general".to_string(),
+            policy: ConsolidationPolicy::WhenEmptyOrUnderutilized,
+            consolidate_never: false,
+            consolidatable: true,
+            capacity_type: "on-demand".to_string(),
+            instance_type: instance_type.to_string(),
+            offer: Some(key(instance_type)),
+            price: None,
+            pods: Vec::new(),
+            disruption_cost: 1_000_000,
+            blocked_by: None,
+            disrupting: false,
+        }
+    }
+
+    fn price(parts: &Parts, node: &str) -> Option<Price> {
+        parts.candidates.get(node).and_then(|s| s.price)
+    }
+
+    /// Within an epoch a record's retraction may come before or after its successor, and a
+    /// candidate before or after its offering's price: the candidate ends priced right.
+    #[test]
+    fn candidates_are_priced_from_the_offers_in_any_order() {
+        let mut parts = Parts::default();
+        parts.update(Part::Candidate(1, candidate("a", "m5.large")), 1);
+        assert_eq!(price(&parts, "a"), None, "no price known yet");
+        parts.update(Part::Price(key("m5.large"), Price(100)), 1);
+        assert_eq!(price(&parts, "a"), Some(Price(100)));
+
+        parts.update(Part::Price(key("m5.large"), Price(90)), 1);
+        parts.update(Part::Price(key("m5.large"), Price(100)), -1);
+        assert_eq!(
+            price(&parts, "a"),
+            Some(Price(90)),
+            "new price before the old retracted"
+        );
+
+        // The node's offering changes: the new candidate arrives before the old one leaves.
+        parts.update(Part::Price(key("m5.xlarge"), Price(200)), 1);
+        parts.update(Part::Candidate(2, candidate("a", "m5.xlarge")), 1);
+        parts.update(Part::Candidate(1, candidate("a", "m5.large")), -1);
+        assert_eq!(price(&parts, "a"), Some(Price(200)));
+        parts.update(Part::Price(key("m5.large"), Price(90)), -1);
+        assert_eq!(
+            price(&parts, "a"),
+            Some(Price(200)),
+            "its old offering's price no longer reaches it"
+        );
+
+        parts.update(Part::Price(key("m5.xlarge"), Price(200)), -1);
+        assert_eq!(price(&parts, "a"), None, "not offered any more");
+        parts.update(Part::Candidate(2, candidate("a", "m5.xlarge")), -1);
+        assert!(parts.candidates.is_empty());
+        assert!(parts.offer_nodes.is_empty(), "{:?}", parts.offer_nodes);
+    }
+}
