@@ -151,8 +151,6 @@ pub struct World<'a> {
     pub free: Vec<Resources>,
     /// A hash of everything about each destination the solver reads.
     fingerprints: Vec<u64>,
-    /// Destination index by node name.
-    index: HashMap<&'a str, usize>,
     /// The destinations cut into chunks for existing-node runs (see [`Chunk`]).
     chunks: Vec<Chunk>,
     /// Per class, a hash of its compatibility (it changes with the NodePools' offers).
@@ -212,6 +210,10 @@ pub struct Reads {
     /// A hash of the positions of the removed nodes among those read (the prefix fixes the
     /// positions).
     removed: u64,
+    /// The part of `removed` that the evaluation's taken nodes make up. While the prefix
+    /// stands, the simulation's own nodes among those read stand where they were, so only
+    /// this part can change: a check need not look its own node up again.
+    taken: u64,
 }
 
 impl Simulation {
@@ -267,13 +269,18 @@ struct Chunk {
     prefix: u64,
 }
 
-/// Cuts the destinations into chunks.
-fn chunks(names: &[&str], free: &[Resources], fingerprints: &[u64]) -> Vec<Chunk> {
+/// Whether a chunk ends at the node of this name (about one in [`CHUNK`]).
+pub fn ends_chunk(name: &str) -> bool {
+    stable_hash(name).is_multiple_of(CHUNK)
+}
+
+/// Cuts the destinations into chunks, given where they may end ([`ends_chunk`]).
+fn chunks(ends: &[bool], free: &[Resources], fingerprints: &[u64]) -> Vec<Chunk> {
     let mut out = Vec::new();
     let mut start = 0;
     let mut prefix = 0u64;
-    for (i, name) in names.iter().enumerate() {
-        if !(stable_hash(name).is_multiple_of(CHUNK) || i + 1 == names.len()) {
+    for (i, &end) in ends.iter().enumerate() {
+        if !(end || i + 1 == ends.len()) {
             continue;
         }
         let mut max_free = Resources::default();
@@ -352,6 +359,9 @@ pub fn fingerprint(n: &NodeState) -> u64 {
 #[derive(Debug, Default)]
 pub struct Taken {
     names: HashSet<String>,
+    /// The [`stable_hash`]es of `names`: most candidates are not taken, and asking by a hash
+    /// kept with the candidate spares reading its name.
+    hashes: HashSet<u64>,
     /// Their positions among the destinations of the evaluation's [`World`].
     gone: BTreeSet<usize>,
     /// `gone` in order, each with the sum of [`mix`] over it and every earlier one: every
@@ -368,6 +378,11 @@ pub struct Taken {
 impl Taken {
     pub fn contains(&self, name: &str) -> bool {
         self.names.contains(name)
+    }
+
+    /// [`Taken::contains`] given the name's [`stable_hash`] too.
+    pub fn contains_hashed(&self, name: &str, hash: u64) -> bool {
+        self.hashes.contains(&hash) && self.names.contains(name)
     }
 }
 
@@ -416,33 +431,33 @@ impl Removed<'_> {
 }
 
 impl<'a> World<'a> {
-    /// The world of one evaluation. `nodes` come in name order (the commands query keeps them
-    /// so): sorting ten thousand names per evaluation was a sixth of building it.
+    /// The world of one evaluation. `nodes` come in name order, each with its
+    /// [`fingerprint`] and whether it [`ends_chunk`], as the commands query keeps them (sorting
+    /// and hashing ten thousand names per evaluation was a third of building it).
     pub fn new(
         pools: Vec<&'a PoolTypes>,
         classes: BTreeMap<ClassId, (&'a PodClass, &'a Compatibility)>,
-        nodes: Vec<(u64, &'a NodeState)>,
+        nodes: Vec<(u64, bool, &'a NodeState)>,
         is_destination: impl Fn(&NodeState) -> bool,
         memo: &'a RefCell<Memo>,
     ) -> World<'a> {
-        type Fingerprinted<'n> = Vec<(u64, &'n NodeState)>;
-        let (destinations, others): (Fingerprinted, Fingerprinted) =
-            nodes.into_iter().partition(|(_, n)| is_destination(n));
-        debug_assert!(destinations.is_sorted_by(|a, b| a.1.node.name <= b.1.node.name));
-        let fingerprints: Vec<u64> = destinations.iter().map(|(f, _)| *f).collect();
-        let destinations: Vec<&NodeState> = destinations.into_iter().map(|(_, n)| n).collect();
-        let others: Vec<&NodeState> = others.into_iter().map(|(_, n)| n).collect();
-        let free: Vec<Resources> = destinations
-            .iter()
-            .map(|n| n.node.allocatable.sub(&n.used))
-            .collect();
-        let names: Vec<&str> = destinations.iter().map(|n| n.node.name.as_str()).collect();
-        let chunks = chunks(&names, &free, &fingerprints);
-        let index = destinations
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (n.node.name.as_str(), i))
-            .collect();
+        let mut destinations = Vec::with_capacity(nodes.len());
+        let mut fingerprints = Vec::with_capacity(nodes.len());
+        let mut ends = Vec::with_capacity(nodes.len());
+        let mut free = Vec::with_capacity(nodes.len());
+        let mut others = Vec::new();
+        for (fingerprint, end, n) in nodes {
+            if is_destination(n) {
+                destinations.push(n);
+                fingerprints.push(fingerprint);
+                ends.push(end);
+                free.push(n.node.allocatable.sub(&n.used));
+            } else {
+                others.push(n);
+            }
+        }
+        debug_assert!(destinations.is_sorted_by(|a, b| a.node.name <= b.node.name));
+        let chunks = chunks(&ends, &free, &fingerprints);
         let compat_hashes = classes
             .iter()
             .map(|(id, (_, compat))| (*id, stable_hash(compat)))
@@ -488,7 +503,6 @@ impl<'a> World<'a> {
             others,
             free,
             fingerprints,
-            index,
             compat_hashes,
             existing_hashes,
             pools_hash,
@@ -537,6 +551,14 @@ impl<'a> World<'a> {
         price
     }
 
+    /// A destination's position, found by name (the destinations are in name order; a few
+    /// hundred lookups per evaluation do not pay for hashing ten thousand names).
+    fn position(&self, name: &str) -> Option<usize> {
+        self.destinations
+            .binary_search_by(|n| n.node.name.as_str().cmp(name))
+            .ok()
+    }
+
     /// What a simulation removing `nodes` leaves out, with the `taken` ones.
     fn removed<'r>(&self, taken: &'r Taken, nodes: &[&'r str]) -> Removed<'r> {
         let mut own: Vec<&str> = nodes
@@ -546,10 +568,7 @@ impl<'a> World<'a> {
             .collect();
         own.sort_unstable();
         own.dedup();
-        let own_gone = own
-            .iter()
-            .filter_map(|n| self.index.get(n).copied())
-            .collect();
+        let own_gone = own.iter().filter_map(|n| self.position(n)).collect();
         Removed {
             taken,
             own,
@@ -565,7 +584,7 @@ impl<'a> World<'a> {
                 continue;
             }
             let h = stable_hash(&name);
-            if let Some(&i) = self.index.get(name.as_str()) {
+            if let Some(i) = self.position(&name) {
                 taken.gone.insert(i);
             }
             if self.limited_nodes.contains(name.as_str()) {
@@ -573,6 +592,7 @@ impl<'a> World<'a> {
                 taken.limited_key = taken.limited_key.wrapping_add(h);
             }
             taken.names.insert(name);
+            taken.hashes.insert(h);
             taken.key = taken.key.wrapping_add(h);
         }
         if taken.gone.len() != gone {
@@ -814,6 +834,7 @@ impl<'a> World<'a> {
             complete,
             prefix: self.prefix_of(covered),
             removed: removed.hash_before(self.end_of(covered)),
+            taken: removed_before(removed.taken, std::iter::empty(), self.end_of(covered)),
         }
     }
 
@@ -825,17 +846,14 @@ impl<'a> World<'a> {
             .map_or(0, |c| c.end)
     }
 
-    /// Whether what a simulation removing `nodes` (with the `taken` ones) read of the existing
-    /// nodes is as it was.
-    /// Thousands of checks ask this per evaluation, so it builds no [`Removed`]: a node named
-    /// twice only makes it answer "changed", never a wrong "unchanged".
-    pub fn unchanged(&self, reads: &Reads, taken: &Taken, nodes: &[&str]) -> bool {
-        let own = nodes
-            .iter()
-            .filter(|n| !taken.contains(n))
-            .filter_map(|n| self.index.get(n).copied());
+    /// Whether what a simulation removing the same nodes as the one that made `reads` (with
+    /// the `taken` ones) read of the existing nodes is as it was.
+    /// Thousands of checks ask this per evaluation, so it looks none of their own nodes up
+    /// (see [`Reads::taken`]): one of them taken since only makes it answer "changed", never a
+    /// wrong "unchanged".
+    pub fn unchanged(&self, reads: &Reads, taken: &Taken) -> bool {
         self.same_chunks(reads)
-            && removed_before(taken, own, self.end_of(reads.covered)) == reads.removed
+            && removed_before(taken, std::iter::empty(), self.end_of(reads.covered)) == reads.taken
     }
 
     fn unchanged_for(&self, reads: &Reads, removed: &Removed) -> bool {
@@ -1082,9 +1100,11 @@ mod tests {
                 .map(|(id, c)| (*id, (c, compat)))
                 .collect(),
             {
-                let mut nodes: Vec<(u64, &NodeState)> =
-                    nodes.iter().map(|n| (fingerprint(n), n)).collect();
-                nodes.sort_by(|a, b| a.1.node.name.cmp(&b.1.node.name));
+                let mut nodes: Vec<(u64, bool, &NodeState)> = nodes
+                    .iter()
+                    .map(|n| (fingerprint(n), ends_chunk(&n.node.name), n))
+                    .collect();
+                nodes.sort_by(|a, b| a.2.node.name.cmp(&b.2.node.name));
                 nodes
             },
             |_| true,

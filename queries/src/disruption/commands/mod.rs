@@ -46,11 +46,12 @@ use dovetail_dataflow::model::labels::{CAPACITY_TYPE_SPOT, DISRUPTED_TAINT};
 use dovetail_dataflow::model::{ConsolidationPolicy, Price, Resources};
 use dovetail_dataflow::stable_hash::stable_hash;
 pub use parts::Part;
-use parts::{Parts, Slot};
-use rustc_hash::{FxHashMap, FxHashSet};
+use parts::{Listing, Parts, Slot};
+use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::BuildHasher;
 use std::rc::Rc;
 
 /// Karpenter's cap on candidates in one multi-node command.
@@ -179,6 +180,11 @@ impl<'a> Evaluation<'a> {
 
     fn mark(&mut self, phase: &'static str) {
         self.phases.mark(phase);
+    }
+
+    /// Whether an earlier command of this evaluation disrupts or fills the candidate's node.
+    fn is_taken(&self, c: &Slot) -> bool {
+        self.taken.contains_hashed(&c.node, c.name_hash)
     }
 
     /// How many more nodes of `pool` may go for `reason`: the budget (already net of nodes
@@ -334,9 +340,7 @@ impl<'a> Evaluation<'a> {
                 && (check.classes == classes
                     || check.context == self.world.existing_context(&c.pods))
                 && check.pools.is_none_or(|p| p == pools())
-                && self
-                    .world
-                    .unchanged(&check.reads, &self.taken, &[c.node.as_str()])
+                && self.world.unchanged(&check.reads, &self.taken)
             {
                 check.classes = classes;
                 if let Some(w) = check.walk {
@@ -474,7 +478,7 @@ impl<'a> Evaluation<'a> {
         // 2. Emptiness: one command.
         let mut empty = Vec::new();
         for c in &candidates {
-            if self.taken.contains(&c.node) || !c.pods.is_empty() || !c.consolidatable {
+            if self.is_taken(c) || !c.pods.is_empty() || !c.consolidatable {
                 continue;
             }
             if let Some(b) = Self::consolidation_blocker(c, true) {
@@ -504,7 +508,7 @@ impl<'a> Evaluation<'a> {
         // 3. Drift: one command per node.
         for &(slot, f) in &forced {
             let c = &slot.candidate;
-            if self.taken.contains(&c.node) || !matches!(f, Forced::Drifted(_)) {
+            if self.is_taken(slot) || !matches!(f, Forced::Drifted(_)) {
                 continue;
             }
             if let Some(b) = &c.blocked_by {
@@ -545,7 +549,7 @@ impl<'a> Evaluation<'a> {
                 || c.pods.is_empty()
                 || !c.consolidatable
                 || c.price.is_none()
-                || self.taken.contains(&c.node)
+                || self.is_taken(c)
             {
                 continue;
             }
@@ -724,7 +728,8 @@ impl Maintained for Commands {
             .iter()
             .map(|(id, (class, compat))| (*id, (class, compat)))
             .collect();
-        let nodes: Vec<(u64, &NodeState)> = parts.nodes.values().map(|(f, n)| (*f, n)).collect();
+        let nodes: Vec<(u64, bool, &NodeState)> =
+            parts.nodes.values().map(|(f, e, n)| (*f, *e, n)).collect();
         let mut forced: BTreeMap<&str, &Forced> = BTreeMap::new();
         for (n, f) in parts.forced.keys() {
             // Interrupted < Expired < Drifted in the enum order: keep the first.
@@ -788,24 +793,35 @@ impl Maintained for Commands {
         let mut seen_count = 0;
         for (c, reason, why) in std::mem::take(&mut eval.blocked) {
             let mut held = c.listed.borrow_mut();
-            match held.iter_mut().find(|(r, _, _)| *r == reason) {
+            let why_hash = FxBuildHasher.hash_one(why.as_ref());
+            match held.iter_mut().find(|l| l.reason == reason) {
                 // The first listing of (node, reason) this evaluation wins.
-                Some((_, _, seen)) if *seen == evaluation => {}
-                Some((_, d, seen)) if listing_is(d, c, &why) => {
-                    *seen = evaluation;
+                Some(l) if l.seen == evaluation => {}
+                Some(l)
+                    if l.why == why_hash
+                        && (l.candidate == c.hash || listing_is(&l.decision, c, &why)) =>
+                {
+                    l.seen = evaluation;
+                    l.candidate = c.hash;
                     seen_count += 1;
                 }
-                Some((_, d, seen)) => {
+                Some(l) => {
                     let new = listing(c, reason, why.into_owned());
-                    out.push((std::mem::replace(d, new.clone()), -1));
+                    out.push((std::mem::replace(&mut l.decision, new.clone()), -1));
                     out.push((new, 1));
-                    *seen = evaluation;
+                    (l.seen, l.candidate, l.why) = (evaluation, c.hash, why_hash);
                     seen_count += 1;
                 }
                 None => {
-                    let d = listing(c, reason, why.into_owned());
-                    out.push((d.clone(), 1));
-                    held.push((reason, d, evaluation));
+                    let decision = listing(c, reason, why.into_owned());
+                    out.push((decision.clone(), 1));
+                    held.push(Listing {
+                        reason,
+                        decision,
+                        seen: evaluation,
+                        candidate: c.hash,
+                        why: why_hash,
+                    });
                     held_count += 1;
                     seen_count += 1;
                 }
@@ -814,12 +830,12 @@ impl Maintained for Commands {
         // Only when some listing went unseen is every candidate's looked at.
         if seen_count != held_count {
             for c in eval.candidates.values() {
-                c.listed.borrow_mut().retain(|(_, d, seen)| {
-                    if *seen != evaluation {
-                        out.push((d.clone(), -1));
+                c.listed.borrow_mut().retain(|l| {
+                    if l.seen != evaluation {
+                        out.push((l.decision.clone(), -1));
                         held_count -= 1;
                     }
-                    *seen == evaluation
+                    l.seen == evaluation
                 });
             }
         }

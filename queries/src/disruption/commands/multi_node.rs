@@ -12,13 +12,13 @@ impl<'a> Evaluation<'a> {
         let mut list: Vec<&'a Candidate> = Vec::new();
         let mut sorted: std::collections::BinaryHeap<Ranked<'a>> = candidates
             .iter()
+            .filter(|c| !self.is_taken(c))
             .map(|s| &s.candidate)
             .filter(|c| {
                 // Empty nodes are emptiness's alone, under the Empty budget (Karpenter leaves
                 // them out of consolidation "for correct budget accounting"): one the Empty
                 // budget holds back must not go as Underutilized instead.
-                !self.taken.contains(&c.node)
-                    && !c.pods.is_empty()
+                !c.pods.is_empty()
                     && c.consolidatable
                     && c.price.is_some()
                     && Self::consolidation_blocker(c, false).is_none()

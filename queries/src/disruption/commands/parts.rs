@@ -1,11 +1,13 @@
 //! The commands query's inputs, indexed as they change, and what it keeps about each
 //! candidate between evaluations.
 
+use super::super::simulate::ends_chunk;
 use super::super::types::{Allowance, Candidate, Forced, OfferKey};
 use super::{Check, Demand};
 use crate::types::{ClassId, Compatibility, NodeState, PodClass, PoolTypes};
 use dovetail_dataflow::decisions::{Decision, DisruptionReason};
 use dovetail_dataflow::model::Price;
+use dovetail_dataflow::stable_hash::stable_hash;
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -42,8 +44,8 @@ pub(super) struct Parts {
     /// The candidates of each offering, to re-price them as its price changes.
     pub offer_nodes: BTreeMap<OfferKey, BTreeSet<String>>,
     pub forced: BTreeMap<(String, Forced), isize>,
-    /// Node states by name, with their fingerprints.
-    pub nodes: BTreeMap<String, (u64, NodeState)>,
+    /// Node states by name, with their fingerprints and whether they end a chunk.
+    pub nodes: BTreeMap<String, (u64, bool, NodeState)>,
     pub classes: BTreeMap<ClassId, (PodClass, Compatibility)>,
     pub pools: BTreeMap<String, PoolTypes>,
     pub budgets: BTreeMap<String, Allowance>,
@@ -56,13 +58,27 @@ pub(super) struct Parts {
 pub(super) struct Slot {
     pub hash: u64,
     pub candidate: Candidate,
+    /// The [`stable_hash`] of its node's name (see [`super::super::simulate::Taken`]).
+    pub name_hash: u64,
     /// Its single-node outcome with what it read (see [`super::Evaluation::consolidate_one`]).
     pub check: RefCell<Option<Check>>,
     /// What the cheap prune reads of its pods (see [`super::Evaluation::plausible`]).
     pub demand: RefCell<Demand>,
-    /// Its listings last answered: per reason, the listing and the evaluation that last gave
-    /// it.
-    pub listed: RefCell<Vec<(DisruptionReason, Decision, u64)>>,
+    /// Its listings last answered, one per reason.
+    pub listed: RefCell<Vec<Listing>>,
+}
+
+/// A blocked candidate's listing as last answered.
+pub(super) struct Listing {
+    pub reason: DisruptionReason,
+    pub decision: Decision,
+    /// The last evaluation that gave it.
+    pub seen: u64,
+    /// The hash of the candidate it was made for, and of why it is blocked: while both stand,
+    /// so does the listing, with no string compared (ten thousand listings' strings were a
+    /// tenth of an evaluation in cache misses).
+    pub candidate: u64,
+    pub why: u64,
 }
 
 impl std::ops::Deref for Slot {
@@ -118,6 +134,7 @@ impl Parts {
                 None => {
                     let slot = Slot {
                         hash,
+                        name_hash: stable_hash(&c.node),
                         candidate: c,
                         check: RefCell::new(None),
                         demand: RefCell::default(),
@@ -133,7 +150,7 @@ impl Parts {
             if let Some(slot) = self.candidates.remove(&c.node) {
                 let listed = slot.listed.into_inner();
                 self.listed -= listed.len();
-                self.unlisted.extend(listed.into_iter().map(|(_, d, _)| d));
+                self.unlisted.extend(listed.into_iter().map(|l| l.decision));
             }
         }
     }
@@ -162,13 +179,16 @@ impl Parts {
                     }
                 }
             }
-            Part::Node(f, n) => keyed(
-                &mut self.nodes,
-                n.node.name.clone(),
-                (f, n),
-                diff,
-                |a, b| a.0 == b.0,
-            ),
+            Part::Node(f, n) => {
+                let end = ends_chunk(&n.node.name);
+                keyed(
+                    &mut self.nodes,
+                    n.node.name.clone(),
+                    (f, end, n),
+                    diff,
+                    |a, b| a.0 == b.0,
+                )
+            }
             Part::Class(id, class, compat) => {
                 keyed(&mut self.classes, id, (class, compat), diff, |a, b| a == b)
             }
