@@ -3,23 +3,22 @@
 
 use super::super::types::Candidate;
 use super::{price_of, Evaluation, Slot};
-use dovetail_dataflow::decisions::{DisruptionReason, Launch};
+use dovetail_dataflow::decisions::DisruptionReason;
 use dovetail_dataflow::model::ConsolidationPolicy;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::rc::Rc;
 
 impl<'a> Evaluation<'a> {
     /// `Balanced`: drop options whose savings share is under half their disruption share.
-    pub(super) fn balanced_filter(&mut self, options: &mut Vec<(&'a Slot, Rc<Vec<Launch>>, i64)>) {
+    pub(super) fn balanced_filter(&mut self, options: &mut Vec<(&'a Slot, i64)>) {
         let mut kept = Vec::new();
-        for (c, launches, savings) in options.drain(..) {
+        for (c, savings) in options.drain(..) {
             if let Err(why) = self.balanced(&[&c.candidate], savings) {
                 self.blocked
                     .push((c, DisruptionReason::Underutilized, Cow::Owned(why)));
                 continue;
             }
-            kept.push((c, launches, savings));
+            kept.push((c, savings));
         }
         *options = kept;
     }

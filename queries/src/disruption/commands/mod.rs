@@ -45,6 +45,7 @@ use dovetail_dataflow::maintained::{changes, maintain, Maintained};
 use dovetail_dataflow::model::labels::{CAPACITY_TYPE_SPOT, DISRUPTED_TAINT};
 use dovetail_dataflow::model::{ConsolidationPolicy, Price, Resources};
 use dovetail_dataflow::stable_hash::stable_hash;
+use multi_node::Rank;
 pub use parts::Part;
 use parts::{Listing, Parts, Slot};
 use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
@@ -121,6 +122,10 @@ struct Evaluation<'a> {
     world: World<'a>,
     /// Every candidate by node, with what is kept about it.
     candidates: &'a BTreeMap<String, Slot>,
+    /// Candidates without pods, by node.
+    empty: &'a BTreeSet<String>,
+    /// Candidates multi-node consolidation may take, best first.
+    ranked: &'a BTreeSet<(Rank, String)>,
     /// Single-node replacements narrowed by price, by new-NodeClaim run, the removed node's
     /// price and whether it is spot (see [`Evaluation::consolidate_one_now`]).
     priced: PricedLaunches,
@@ -324,7 +329,10 @@ impl<'a> Evaluation<'a> {
     /// The outcome is kept per candidate with what it read ([`Check`]) and stands while that is
     /// unchanged: most changes touch a few nodes, and re-checking ten thousand candidates
     /// (even with every simulation memoised) was most of a change.
-    fn consolidate_one(&self, c: &'a Slot, may_replace: bool) -> Rc<Outcome> {
+    /// Returns the savings of a consolidation that works; its launches stay in the check
+    /// ([`Evaluation::kept_launches`]), not copied for thousands of candidates of which one is
+    /// chosen.
+    fn consolidate_one(&self, c: &'a Slot, may_replace: bool) -> Option<i64> {
         let candidate = c.hash;
         let classes = self.world.existing_all;
         let pools = || {
@@ -347,10 +355,11 @@ impl<'a> Evaluation<'a> {
                     self.world.keep_walk_alive(w);
                 }
                 self.check_hits.set(self.check_hits.get() + 1);
-                return check.outcome.clone();
+                return check.outcome.as_ref().as_ref().ok().map(|(_, s)| *s);
             }
         }
         let (outcome, reads) = self.consolidate_one_now(c, may_replace);
+        let savings = outcome.as_ref().ok().map(|(_, s)| *s);
         let outcome = Rc::new(outcome);
         if let Some((reads, reads_pools, walk)) = reads {
             *c.check.borrow_mut() = Some(Check {
@@ -362,10 +371,20 @@ impl<'a> Evaluation<'a> {
                 pools: reads_pools.then(pools),
                 reads,
                 walk,
-                outcome: outcome.clone(),
+                outcome,
             });
         }
-        outcome
+        savings
+    }
+
+    /// The launches of the candidate's consolidation this evaluation found to work.
+    fn kept_launches(c: &Slot) -> Vec<Launch> {
+        c.check
+            .borrow()
+            .as_ref()
+            .and_then(|check| check.outcome.as_ref().as_ref().ok())
+            .map(|(launches, _)| launches.as_ref().clone())
+            .unwrap_or_default()
     }
 
     /// [`Evaluation::consolidate_one`] without the kept outcomes, with what it read of the
@@ -441,8 +460,6 @@ impl<'a> Evaluation<'a> {
     }
 
     fn run(&mut self) {
-        let candidates: Vec<&'a Slot> =
-            self.candidates.values().filter(|c| !c.disrupting).collect();
         // The few forced nodes, in name order as the candidates are: looking each of ten
         // thousand candidates up among them was a pass's worth of cache misses.
         let forced: Vec<(&'a Slot, &'a Forced)> = self
@@ -477,12 +494,15 @@ impl<'a> Evaluation<'a> {
         self.mark("forced");
         // 2. Emptiness: one command.
         let mut empty = Vec::new();
-        for c in &candidates {
-            if self.is_taken(c) || !c.pods.is_empty() || !c.consolidatable {
+        for node in self.empty {
+            let Some(c) = self.candidates.get(node) else {
+                continue;
+            };
+            if c.disrupting || self.is_taken(c) || !c.consolidatable {
                 continue;
             }
             if let Some(b) = Self::consolidation_blocker(c, true) {
-                self.blocked.push((*c, DisruptionReason::Empty, b));
+                self.blocked.push((c, DisruptionReason::Empty, b));
             } else if self.take_budget(&c.nodepool, DisruptionReason::Empty) {
                 empty.push(c.node.clone());
             } else {
@@ -543,7 +563,7 @@ impl<'a> Evaluation<'a> {
 
         self.mark("drift");
         // 4 and 5. Consolidation of nodes with pods.
-        let mut options: Vec<(&'a Slot, Rc<Vec<Launch>>, i64)> = Vec::new();
+        let mut options: Vec<(&'a Slot, i64)> = Vec::new();
         for c in self.candidates.values() {
             if c.disrupting
                 || c.pods.is_empty()
@@ -559,21 +579,19 @@ impl<'a> Evaluation<'a> {
             if !delete && !replace {
                 continue;
             }
-            let outcome = self.consolidate_one(c, replace);
-            let Ok((launches, savings)) = outcome.as_ref() else {
+            let Some(savings) = self.consolidate_one(c, replace) else {
                 continue;
             };
-            let (launches, savings) = (launches.clone(), *savings);
             if let Some(b) = Self::consolidation_blocker(c, false) {
                 self.blocked.push((c, DisruptionReason::Underutilized, b));
                 continue;
             }
-            options.push((c, launches, savings));
+            options.push((c, savings));
         }
         self.mark("single");
         self.balanced_filter(&mut options);
         self.mark("balanced");
-        let multi = self.multi_node(&candidates);
+        let multi = self.multi_node();
         self.mark("multi");
         // Every option is listed once: blocked by budget, chosen, or waiting its turn.
         let (chosen, waiting): (Vec<String>, Vec<&'a Slot>) = match multi {
@@ -589,26 +607,26 @@ impl<'a> Evaluation<'a> {
                 let taken: FxHashSet<&str> = chosen.iter().map(String::as_str).collect();
                 let waiting = options
                     .iter()
-                    .map(|(c, _, _)| *c)
+                    .map(|(c, _)| *c)
                     .filter(|c| !taken.contains(c.node.as_str()))
                     .collect();
                 (chosen, waiting)
             }
             None => {
                 options.sort_by(|a, b| {
-                    let ra = a.2 as f64 / a.0.disruption_cost.max(1) as f64;
-                    let rb = b.2 as f64 / b.0.disruption_cost.max(1) as f64;
+                    let ra = a.1 as f64 / a.0.disruption_cost.max(1) as f64;
+                    let rb = b.1 as f64 / b.0.disruption_cost.max(1) as f64;
                     rb.total_cmp(&ra).then_with(|| a.0.node.cmp(&b.0.node))
                 });
                 let mut picked = Vec::new();
                 let mut tried = options.len();
-                for (i, (c, launches, savings)) in options.iter().enumerate() {
+                for (i, (c, savings)) in options.iter().enumerate() {
                     if self.take_budget(&c.nodepool, DisruptionReason::Underutilized) {
                         picked.push(c.node.clone());
                         self.commands.push(Command {
                             nodes: vec![c.node.clone()],
                             reason: DisruptionReason::Underutilized,
-                            launches: launches.as_ref().clone(),
+                            launches: Self::kept_launches(c),
                             savings: *savings,
                         });
                         tried = i + 1;
@@ -616,7 +634,7 @@ impl<'a> Evaluation<'a> {
                     }
                     self.over_budget(c, DisruptionReason::Underutilized);
                 }
-                let waiting = options.iter().skip(tried).map(|(c, _, _)| *c).collect();
+                let waiting = options.iter().skip(tried).map(|(c, _)| *c).collect();
                 (picked, waiting)
             }
         };
@@ -762,6 +780,8 @@ impl Maintained for Commands {
         let mut eval = Evaluation {
             world,
             candidates,
+            empty: &parts.empty,
+            ranked: &parts.ranked,
             priced: RefCell::new(FxHashMap::default()),
             forced,
             budgets,

@@ -1,34 +1,24 @@
 //! Multi-node consolidation: several nodes removed for fewer, cheaper new NodeClaims.
 
 use super::super::types::Candidate;
-use super::{price_of, Command, Evaluation, Slot, MAX_MULTI_NODE};
+use super::{price_of, Command, Evaluation, MAX_MULTI_NODE};
 use dovetail_dataflow::decisions::DisruptionReason;
 use std::collections::BTreeMap;
 
 impl<'a> Evaluation<'a> {
     /// Multi-node consolidation over unblocked, consolidatable candidates within budget.
-    pub(super) fn multi_node(&mut self, candidates: &[&'a Slot]) -> Option<Command> {
+    pub(super) fn multi_node(&mut self) -> Option<Command> {
         let mut pool_left: BTreeMap<String, i64> = BTreeMap::new();
         let mut list: Vec<&'a Candidate> = Vec::new();
-        let mut sorted: std::collections::BinaryHeap<Ranked<'a>> = candidates
-            .iter()
-            .filter(|c| !self.is_taken(c))
-            .map(|s| &s.candidate)
-            .filter(|c| {
-                // Empty nodes are emptiness's alone, under the Empty budget (Karpenter leaves
-                // them out of consolidation "for correct budget accounting"): one the Empty
-                // budget holds back must not go as Underutilized instead.
-                !c.pods.is_empty()
-                    && c.consolidatable
-                    && c.price.is_some()
-                    && Self::consolidation_blocker(c, false).is_none()
-            })
-            .map(|c| Ranked(price_of(c) as f64 / c.disruption_cost.max(1) as f64, c))
-            .collect();
-        // Highest price per unit of disruption cost first (Karpenter's `SavingsRatio`): the
-        // prefix the binary search tries holds the nodes most worth removing. A heap, as only
-        // the first hundred or so of ten thousand are wanted.
-        while let Some(Ranked(_, c)) = sorted.pop() {
+        // Best first (see [`Rank`]): the prefix the binary search tries holds the nodes most
+        // worth removing.
+        for (_, node) in self.ranked {
+            if self.taken.contains(node) {
+                continue;
+            }
+            let Some(c) = self.candidate(node) else {
+                continue;
+            };
             let left = match pool_left.get(&c.nodepool) {
                 Some(l) => *l,
                 None => {
@@ -104,28 +94,42 @@ impl<'a> Evaluation<'a> {
     }
 }
 
-/// A multi-node candidate by its price per unit of disruption cost: the greatest first, then
-/// by node name.
-struct Ranked<'a>(f64, &'a Candidate);
+/// A candidate's place in multi-node consolidation's order, kept as it changes: the highest
+/// price per unit of disruption cost first (Karpenter's `SavingsRatio`), then by node name.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Rank(f64);
 
-impl Ord for Ranked<'_> {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.0
-            .total_cmp(&other.0)
-            .then_with(|| other.1.node.cmp(&self.1.node))
+impl Rank {
+    /// The candidate's rank, if multi-node consolidation may take it at all: not disrupting,
+    /// priced, consolidatable, unblocked and with pods. Empty nodes are emptiness's alone, under
+    /// the Empty budget (Karpenter leaves them out of consolidation "for correct budget
+    /// accounting"): one the Empty budget holds back must not go as Underutilized instead.
+    pub(super) fn of(c: &Candidate) -> Option<Rank> {
+        let eligible = !c.disrupting
+            && !c.pods.is_empty()
+            && c.consolidatable
+            && c.price.is_some()
+            && Evaluation::consolidation_blocker(c, false).is_none();
+        eligible.then(|| Rank(price_of(c) as f64 / c.disruption_cost.max(1) as f64))
     }
 }
 
-impl PartialOrd for Ranked<'_> {
+impl Ord for Rank {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        other.0.total_cmp(&self.0)
+    }
+}
+
+impl PartialOrd for Rank {
     fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
         Some(self.cmp(other))
     }
 }
 
-impl PartialEq for Ranked<'_> {
+impl PartialEq for Rank {
     fn eq(&self, other: &Self) -> bool {
         self.cmp(other) == std::cmp::Ordering::Equal
     }
 }
 
-impl Eq for Ranked<'_> {}
+impl Eq for Rank {}

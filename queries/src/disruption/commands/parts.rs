@@ -3,6 +3,7 @@
 
 use super::super::simulate::ends_chunk;
 use super::super::types::{Allowance, Candidate, Forced, OfferKey};
+use super::multi_node::Rank;
 use super::{Check, Demand};
 use crate::types::{ClassId, Compatibility, NodeState, PodClass, PoolTypes};
 use dovetail_dataflow::decisions::{Decision, DisruptionReason};
@@ -40,6 +41,11 @@ pub(super) struct Parts {
     pub unlisted: Vec<Decision>,
     /// How many listings the candidates hold.
     pub listed: usize,
+    /// Candidates without pods, for emptiness (a few among ten thousand).
+    pub empty: BTreeSet<String>,
+    /// Candidates multi-node consolidation may take, best first (see [`Rank`]): it wants the
+    /// first hundred or so, and ranking ten thousand per evaluation was a tenth of it.
+    pub ranked: BTreeSet<(Rank, String)>,
     pub prices: BTreeMap<OfferKey, Price>,
     /// The candidates of each offering, to re-price them as its price changes.
     pub offer_nodes: BTreeMap<OfferKey, BTreeSet<String>>,
@@ -66,6 +72,8 @@ pub(super) struct Slot {
     pub demand: RefCell<Demand>,
     /// Its listings last answered, one per reason.
     pub listed: RefCell<Vec<Listing>>,
+    /// Its place in [`Parts::ranked`], if it has one.
+    pub rank: Option<Rank>,
 }
 
 /// A blocked candidate's listing as last answered.
@@ -105,6 +113,27 @@ fn keyed<K: Ord, V>(
     }
 }
 
+/// Moves a candidate to its place in [`Parts::ranked`] as it now stands.
+fn rerank(
+    candidates: &mut BTreeMap<String, Slot>,
+    ranked: &mut BTreeSet<(Rank, String)>,
+    node: &str,
+) {
+    let Some(slot) = candidates.get_mut(node) else {
+        return;
+    };
+    let rank = Rank::of(&slot.candidate);
+    if rank == slot.rank {
+        return;
+    }
+    if let Some(old) = std::mem::replace(&mut slot.rank, rank) {
+        ranked.remove(&(old, node.to_string()));
+    }
+    if let Some(new) = rank {
+        ranked.insert((new, node.to_string()));
+    }
+}
+
 impl Parts {
     /// Inserts or retracts a candidate (as [`keyed`] does), priced from `prices` and indexed
     /// by its offering.
@@ -126,7 +155,13 @@ impl Parts {
             }
             // What was kept about the node's earlier candidate stays: each part names the
             // candidate it was made for.
-            match self.candidates.get_mut(&c.node) {
+            let node = c.node.clone();
+            if c.pods.is_empty() {
+                self.empty.insert(node.clone());
+            } else {
+                self.empty.remove(&node);
+            }
+            match self.candidates.get_mut(&node) {
                 Some(slot) => {
                     slot.hash = hash;
                     slot.candidate = c;
@@ -139,15 +174,21 @@ impl Parts {
                         check: RefCell::new(None),
                         demand: RefCell::default(),
                         listed: RefCell::default(),
+                        rank: None,
                     };
-                    self.candidates.insert(slot.candidate.node.clone(), slot);
+                    self.candidates.insert(node.clone(), slot);
                 }
             }
+            rerank(&mut self.candidates, &mut self.ranked, &node);
         } else if held.as_ref().is_some_and(|(h, _)| *h == hash) {
             if let Some((_, Some(old))) = &held {
                 self.unindex(old, &c.node);
             }
+            self.empty.remove(&c.node);
             if let Some(slot) = self.candidates.remove(&c.node) {
+                if let Some(rank) = slot.rank {
+                    self.ranked.remove(&(rank, c.node.clone()));
+                }
                 let listed = slot.listed.into_inner();
                 self.listed -= listed.len();
                 self.unlisted.extend(listed.into_iter().map(|l| l.decision));
@@ -172,10 +213,17 @@ impl Parts {
                 keyed(&mut self.prices, key.clone(), price, diff, |a, b| a == b);
                 let now = self.prices.get(&key).copied();
                 if now != was {
-                    for node in self.offer_nodes.get(&key).into_iter().flatten() {
-                        if let Some(slot) = self.candidates.get_mut(node) {
+                    let Parts {
+                        offer_nodes,
+                        candidates,
+                        ranked,
+                        ..
+                    } = self;
+                    for node in offer_nodes.get(&key).into_iter().flatten() {
+                        if let Some(slot) = candidates.get_mut(node) {
                             slot.candidate.price = now;
                         }
+                        rerank(candidates, ranked, node);
                     }
                 }
             }
@@ -280,5 +328,60 @@ mod tests {
         parts.update(Part::Candidate(2, candidate("a", "m5.xlarge")), -1);
         assert!(parts.candidates.is_empty());
         assert!(parts.offer_nodes.is_empty(), "{:?}", parts.offer_nodes);
+    }
+
+    fn ranked(parts: &Parts) -> Vec<&str> {
+        parts.ranked.iter().map(|(_, n)| n.as_str()).collect()
+    }
+
+    /// Multi-node consolidation's order and the empty nodes follow the candidates and their
+    /// prices as they change, in whatever order an epoch's records come.
+    #[test]
+    fn ranking_and_empty_nodes_follow_candidates_and_prices() {
+        let mut parts = Parts::default();
+        let with_pods = |node: &str, t: &str| Candidate {
+            pods: vec![(7, 1)],
+            ..candidate(node, t)
+        };
+        parts.update(Part::Price(key("m5.large"), Price(100)), 1);
+        parts.update(Part::Price(key("m5.xlarge"), Price(200)), 1);
+        parts.update(Part::Candidate(1, with_pods("a", "m5.large")), 1);
+        parts.update(Part::Candidate(2, with_pods("b", "m5.xlarge")), 1);
+        parts.update(Part::Candidate(3, candidate("c", "m5.large")), 1);
+        assert_eq!(
+            ranked(&parts),
+            ["b", "a"],
+            "dearer per disruption cost first"
+        );
+        assert_eq!(parts.empty.iter().collect::<Vec<_>>(), ["c"]);
+
+        parts.update(Part::Price(key("m5.large"), Price(300)), 1);
+        parts.update(Part::Price(key("m5.large"), Price(100)), -1);
+        assert_eq!(ranked(&parts), ["a", "b"], "re-ranked by its new price");
+
+        // `a` loses its pods (new record before the old one leaves) and `c` gains some.
+        parts.update(Part::Candidate(4, candidate("a", "m5.large")), 1);
+        parts.update(Part::Candidate(1, with_pods("a", "m5.large")), -1);
+        parts.update(Part::Candidate(3, candidate("c", "m5.large")), -1);
+        parts.update(Part::Candidate(5, with_pods("c", "m5.large")), 1);
+        assert_eq!(ranked(&parts), ["c", "b"]);
+        assert_eq!(parts.empty.iter().collect::<Vec<_>>(), ["a"]);
+
+        // Blocked or unpriced candidates are not ranked; a removed one is nowhere.
+        parts.update(Part::Candidate(2, with_pods("b", "m5.xlarge")), -1);
+        parts.update(
+            Part::Candidate(
+                6,
+                Candidate {
+                    blocked_by: Some("do-not-disrupt".to_string()),
+                    ..with_pods("b", "m5.xlarge")
+                },
+            ),
+            1,
+        );
+        parts.update(Part::Price(key("m5.large"), Price(300)), -1);
+        assert_eq!(ranked(&parts), Vec::<&str>::new());
+        parts.update(Part::Candidate(4, candidate("a", "m5.large")), -1);
+        assert!(parts.empty.is_empty());
     }
 }
