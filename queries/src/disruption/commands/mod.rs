@@ -342,14 +342,32 @@ impl<'a> Evaluation<'a> {
             ))
         };
         if let Some(check) = c.check.borrow_mut().as_mut() {
+            // A check that read no NodePools launched nothing: it is a delete, priced at the
+            // node's price, or pods that fit nowhere, whatever the price. So it stands through a
+            // change of the node's own price, re-priced (a price change of a type two thousand
+            // nodes run re-checked them all).
+            let repriceable = check.pools.is_none()
+                && check
+                    .outcome
+                    .as_ref()
+                    .as_ref()
+                    .is_ok_and(|(launches, _)| launches.is_empty())
+                || check.pools.is_none() && check.outcome.is_err();
+            let priced = check.price == c.price || repriceable;
             if check.candidate == candidate
-                && check.price == c.price
+                && priced
                 && check.may_replace == may_replace
                 && (check.classes == classes
                     || check.context == self.world.existing_context(&c.pods))
                 && check.pools.is_none_or(|p| p == pools())
                 && self.world.unchanged(&check.reads, &self.taken)
             {
+                if check.price != c.price {
+                    if let (Ok((launches, _)), Some(price)) = (check.outcome.as_ref(), c.price) {
+                        check.outcome = Rc::new(Ok((launches.clone(), price.0)));
+                    }
+                    check.price = c.price;
+                }
                 check.classes = classes;
                 if let Some(w) = check.walk {
                     self.world.keep_walk_alive(w);
