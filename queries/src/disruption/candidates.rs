@@ -64,15 +64,12 @@ pub fn offer_prices<'s>(
     nodes: VecCollection<'s, Epoch, Node>,
     pools: VecCollection<'s, Epoch, (String, PoolTypes)>,
 ) -> VecCollection<'s, Epoch, (OfferKey, Price)> {
+    let keys = node_offer_keys(nodes);
     // Only the types some node runs are spread into keys: spreading every type's offerings
     // (tens of thousands of keys) at each price change was most of the change.
-    let node_types = nodes
+    let node_types = keys
         .clone()
-        .filter(|n| !n.in_flight)
-        .flat_map(|n| {
-            let pool = n.labels.get(NODEPOOL)?.clone();
-            Some((pool, n.labels.get(INSTANCE_TYPE)?.clone()))
-        })
+        .map(|((pool, instance_type, _, _), ())| (pool, instance_type))
         .distinct()
         .map(|k| (k, ()));
     pools
@@ -108,9 +105,7 @@ pub fn offer_prices<'s>(
                 out.push((p, 1));
             }
         })
-        .join_map(node_offer_keys(nodes), |key, price, ()| {
-            (key.clone(), *price)
-        })
+        .join_map(keys, |key, price, ()| (key.clone(), *price))
 }
 
 /// The offering keys of the managed nodes, each once.

@@ -98,7 +98,7 @@ struct Check {
     reads: Reads,
     /// The existing-node walk it stood on, kept alive while the check is.
     walk: Option<u64>,
-    outcome: Rc<Outcome>,
+    outcome: Outcome,
 }
 
 /// What the cheap prune reads of a candidate's pods, kept with the candidate: their total
@@ -350,9 +350,7 @@ impl<'a> Evaluation<'a> {
                 && check
                     .outcome
                     .as_ref()
-                    .as_ref()
-                    .is_ok_and(|(launches, _)| launches.is_empty())
-                || check.pools.is_none() && check.outcome.is_err();
+                    .map_or(true, |(launches, _)| launches.is_empty());
             let priced = check.price == c.price || repriceable;
             if check.candidate == candidate
                 && priced
@@ -363,8 +361,8 @@ impl<'a> Evaluation<'a> {
                 && self.world.unchanged(&check.reads, &self.taken)
             {
                 if check.price != c.price {
-                    if let (Ok((launches, _)), Some(price)) = (check.outcome.as_ref(), c.price) {
-                        check.outcome = Rc::new(Ok((launches.clone(), price.0)));
+                    if let (Ok((_, savings)), Some(price)) = (&mut check.outcome, c.price) {
+                        *savings = price.0;
                     }
                     check.price = c.price;
                 }
@@ -373,12 +371,11 @@ impl<'a> Evaluation<'a> {
                     self.world.keep_walk_alive(w);
                 }
                 self.check_hits.set(self.check_hits.get() + 1);
-                return check.outcome.as_ref().as_ref().ok().map(|(_, s)| *s);
+                return check.outcome.as_ref().ok().map(|(_, s)| *s);
             }
         }
         let (outcome, reads) = self.consolidate_one_now(c, may_replace);
         let savings = outcome.as_ref().ok().map(|(_, s)| *s);
-        let outcome = Rc::new(outcome);
         if let Some((reads, reads_pools, walk)) = reads {
             *c.check.borrow_mut() = Some(Check {
                 candidate,
@@ -400,7 +397,7 @@ impl<'a> Evaluation<'a> {
         c.check
             .borrow()
             .as_ref()
-            .and_then(|check| check.outcome.as_ref().as_ref().ok())
+            .and_then(|check| check.outcome.as_ref().ok())
             .map(|(launches, _)| launches.as_ref().clone())
             .unwrap_or_default()
     }
