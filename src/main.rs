@@ -3,7 +3,7 @@
 
 mod feature_gates;
 mod plan;
-mod replay;
+mod replay_cmd;
 mod report;
 mod trace;
 
@@ -58,7 +58,7 @@ enum Command {
     },
     /// The embedded default: replay a workload trace against a simulated cluster and EC2, with
     /// the real engine making every decision; print a summary and optionally write a report.
-    Replay(replay::ReplayArgs),
+    Replay(replay_cmd::ReplayArgs),
     /// Work with workload traces (convert the real Alibaba traces into dovetail's format).
     Trace {
         #[command(subcommand)]
@@ -101,7 +101,7 @@ fn main() -> Result<()> {
                 Format::Table => print!("{}", report::table(&result)),
             }
         }
-        Command::Replay(args) => replay::run(args)?,
+        Command::Replay(args) => replay_cmd::run(args)?,
         Command::Trace { command } => trace::run(command)?,
     }
     Ok(())

@@ -1,8 +1,10 @@
 //! dovetail's domain model, embedded EC2 catalogue, and the timely engine harness.
 
+pub mod backend;
 pub mod catalog;
 pub mod decisions;
 pub mod engine;
+pub mod fact_set;
 pub mod facts;
 pub mod maintained;
 pub mod model;

@@ -1,10 +1,10 @@
 //! `SimCloud`: simulated EC2 on the virtual clock.
 //!
-//! - **CreateFleet** (`Type=instant`, one instance): see [`crate::fleet`] for which offerings
-//!   are tried and in what order; the first with capacity is filled. Each offering holds at most
+//! - **CreateFleet** (`Type=instant`, one instance): the request's overrides are tried in their
+//!   order (actuation builds them as Karpenter does); the first with capacity is filled. Each offering holds at most
 //!   its configured capacity of live instances (unlimited by default); a full one is an
-//!   InsufficientInstanceCapacity error for that offering. The launch name is the client token:
-//!   asking again for a launch whose instance is still alive returns that instance.
+//!   InsufficientInstanceCapacity error for that offering. Asking again with a client token
+//!   whose instance is still alive returns that instance.
 //! - **Lifecycle**: an instance is `running` `launch_to_running_ms` after CreateFleet, its node
 //!   registers `running_to_registered_ms` later and is initialised (Ready)
 //!   `registered_to_initialized_ms` after that. Each step is an event at that exact instant.
@@ -22,20 +22,19 @@
 use crate::clock::{EventQueue, VirtualClock};
 use crate::config::{ConfigError, SimConfig, INTERRUPTION_WARNING_MS};
 use crate::cost::{cost_report, CostReport};
-use crate::events::{CloudEvent, CloudEventKind, InterruptionKind, TerminationCause};
-use crate::fleet::{fleet_candidates, FleetError};
-use crate::instance::{Instance, InstanceState};
-use crate::key::OfferingKey;
+use crate::interrupt::InterruptionKind;
 use crate::rng::SimRng;
 use crate::spot_advisor::{
     embedded_interruption_buckets, interruption_rate_per_ms, SpotAdvisorError, DEFAULT_BUCKET,
 };
-use dovetail_dataflow::decisions::Launch;
-use dovetail_dataflow::model::InstanceType;
+use dovetail_dataflow::backend::{
+    Cloud, CloudEvent, CloudEventKind, CloudReply, FleetRequest, Instance, InstanceState,
+    LaunchError, OfferingKey, TerminationCause,
+};
 use std::collections::BTreeMap;
 use tracing::debug;
 
-/// Why a cloud call failed (other than CreateFleet, see [`FleetError`]).
+/// Why a cloud call failed (other than CreateFleet, see [`LaunchError`]).
 #[derive(Debug, thiserror::Error)]
 pub enum CloudError {
     #[error(transparent)]
@@ -90,10 +89,14 @@ pub struct SimCloud {
     overrides: BTreeMap<OfferingKey, u32>,
     in_use: BTreeMap<OfferingKey, u32>,
     instances: BTreeMap<String, Instance>,
-    /// Launch name → id of its live instance.
-    by_launch: BTreeMap<String, String>,
+    /// Client token → id of its live instance.
+    by_token: BTreeMap<String, String>,
+    /// NodeClaim name → id of its live instance.
+    by_nodeclaim: BTreeMap<String, String>,
     queue: EventQueue<Step>,
     outbox: Vec<CloudEvent>,
+    /// Answers to calls, each due at its time (the call's plus `call_latency_ms`).
+    replies: Vec<(i64, CloudReply)>,
 }
 
 impl SimCloud {
@@ -119,9 +122,11 @@ impl SimCloud {
             overrides,
             in_use: BTreeMap::new(),
             instances: BTreeMap::new(),
-            by_launch: BTreeMap::new(),
+            by_token: BTreeMap::new(),
+            by_nodeclaim: BTreeMap::new(),
             queue: EventQueue::new(),
             outbox: Vec::new(),
+            replies: Vec::new(),
         })
     }
 
@@ -134,43 +139,37 @@ impl SimCloud {
         self.clock.now_ms()
     }
 
-    /// CreateFleet `Type=instant` for one instance of `launch`, choosing among
-    /// `instance_types` (name → resolved type with offerings and prices).
-    pub fn create_fleet(
+    /// CreateFleet `Type=instant` for one instance: the first override (in the request's
+    /// order) whose offering has capacity is filled; those before it are the answer's capacity
+    /// errors. A client token whose instance is still alive returns that instance.
+    pub fn create_fleet_now(
         &mut self,
         now_ms: i64,
-        launch: &Launch,
-        instance_types: &BTreeMap<String, InstanceType>,
-    ) -> Result<Instance, FleetError> {
+        request: &FleetRequest,
+    ) -> Result<Instance, LaunchError> {
         let now = self.advance(now_ms);
         if let Some(existing) = self
-            .by_launch
-            .get(&launch.name)
+            .by_token
+            .get(&request.client_token)
             .and_then(|id| self.instances.get(id))
         {
             return Ok(existing.clone());
         }
-        let candidates = fleet_candidates(launch, instance_types);
-        if candidates.is_empty() {
-            return Err(FleetError::NoMatchingOfferings {
-                launch: launch.name.clone(),
-            });
+        if request.overrides.is_empty() {
+            return Err(LaunchError::NoMatchingOfferings);
         }
         let mut tried = Vec::new();
         let mut chosen = None;
-        for c in candidates {
+        for c in &request.overrides {
             if self.capacity_left(&c.key).is_none_or(|n| n > 0) {
-                chosen = Some(c);
+                chosen = Some(c.clone());
                 break;
             }
-            tried.push(c.key);
+            tried.push(c.key.clone());
         }
         let Some(c) = chosen else {
-            debug!(launch = %launch.name, pools = tried.len(), "InsufficientInstanceCapacity");
-            return Err(FleetError::InsufficientCapacity {
-                launch: launch.name.clone(),
-                tried,
-            });
+            debug!(nodeclaim = %request.nodeclaim, pools = tried.len(), "InsufficientInstanceCapacity");
+            return Err(LaunchError::InsufficientCapacity { tried });
         };
         *self.in_use.entry(c.key.clone()).or_insert(0) += 1;
         let id = self.new_instance_id();
@@ -179,8 +178,8 @@ impl SimCloud {
         let initialized_ms = registered_ms.saturating_add(self.config.registered_to_initialized_ms);
         let instance = Instance {
             id: id.clone(),
-            launch: launch.name.clone(),
-            nodepool: launch.nodepool.clone(),
+            launch: request.nodeclaim.clone(),
+            nodepool: request.nodepool.clone(),
             instance_type: c.key.instance_type.clone(),
             zone: c.key.zone.clone(),
             zone_id: c.zone_id,
@@ -202,8 +201,11 @@ impl SimCloud {
         if let Some(at) = self.draw_interruption(&instance) {
             self.queue.schedule(at, Step::Interruption(id.clone()));
         }
-        debug!(%id, launch = %launch.name, offering = %instance.offering(), "launched");
-        self.by_launch.insert(launch.name.clone(), id.clone());
+        debug!(%id, nodeclaim = %request.nodeclaim, offering = %instance.offering(), "launched");
+        self.by_token
+            .insert(request.client_token.clone(), id.clone());
+        self.by_nodeclaim
+            .insert(request.nodeclaim.clone(), id.clone());
         self.instances.insert(id, instance.clone());
         // Zero delays make steps due now.
         self.advance(now);
@@ -212,7 +214,7 @@ impl SimCloud {
 
     /// TerminateInstances: billing and capacity stop now, `Terminated` after `shutdown_ms`.
     /// A no-op for an instance already shutting down or terminated.
-    pub fn terminate(&mut self, now_ms: i64, id: &str) -> Result<(), CloudError> {
+    pub fn terminate_instance(&mut self, now_ms: i64, id: &str) -> Result<(), CloudError> {
         let now = self.advance(now_ms);
         let alive = self.state_of(id)?.is_alive();
         if alive {
@@ -249,12 +251,15 @@ impl SimCloud {
         std::mem::take(&mut self.outbox)
     }
 
-    /// The instant of the next event (already due or future), for jumping the clock to it.
+    /// The instant of the next event or answer (already due or future), for jumping the clock
+    /// to it.
     pub fn next_event_ms(&self) -> Option<i64> {
-        match self.outbox.first() {
+        let event = match self.outbox.first() {
             Some(e) => Some(e.at_ms),
             None => self.queue.peek_time(),
-        }
+        };
+        let reply = self.replies.iter().map(|(t, _)| *t).min();
+        event.into_iter().chain(reply).min()
     }
 
     /// What everything launched has cost up to `now_ms` (see [`crate::cost`]).
@@ -271,9 +276,9 @@ impl SimCloud {
         self.instances.values()
     }
 
-    /// The live instance launched for a launch (NodeClaim) name.
-    pub fn instance_for_launch(&self, launch: &str) -> Option<&Instance> {
-        self.instances.get(self.by_launch.get(launch)?)
+    /// The live instance launched for a NodeClaim.
+    pub fn instance_for_launch(&self, nodeclaim: &str) -> Option<&Instance> {
+        self.instances.get(self.by_nodeclaim.get(nodeclaim)?)
     }
 
     /// Live instances in an offering.
@@ -456,8 +461,8 @@ impl SimCloud {
         }
     }
 
-    /// Stops billing, frees the offering, forgets the launch's token and cancels the instance's
-    /// pending steps.
+    /// Stops billing, frees the offering, forgets the launch's token and NodeClaim, and cancels
+    /// the instance's pending steps.
     fn stop(&mut self, id: &str, at: i64, state: InstanceState) {
         let Some(i) = self.instances.get_mut(id) else {
             return;
@@ -469,9 +474,67 @@ impl SimCloud {
         if let Some(n) = self.in_use.get_mut(&key) {
             *n = n.saturating_sub(1);
         }
-        if self.by_launch.get(&launch).is_some_and(|l| l == id) {
-            self.by_launch.remove(&launch);
+        self.by_token.retain(|_, i| i != id);
+        if self.by_nodeclaim.get(&launch).is_some_and(|l| l == id) {
+            self.by_nodeclaim.remove(&launch);
         }
         self.queue.retain(|s| s.id() != id);
+    }
+}
+
+/// The simulated EC2 as a [`Cloud`]: each call is carried out at once, and its answer is due
+/// `call_latency_ms` later (0 by default: by the next poll at the same instant).
+impl Cloud for SimCloud {
+    fn create_fleet(&mut self, now_ms: i64, request: FleetRequest) {
+        let result = self.create_fleet_now(now_ms, &request).map(Box::new);
+        let due = now_ms.saturating_add(self.config.call_latency_ms);
+        self.replies.push((
+            due,
+            CloudReply::Launched {
+                nodeclaim: request.nodeclaim,
+                result,
+            },
+        ));
+    }
+
+    fn terminate(&mut self, now_ms: i64, instance_id: &str) {
+        if let Err(e) = self.terminate_instance(now_ms, instance_id) {
+            let due = now_ms.saturating_add(self.config.call_latency_ms);
+            self.replies.push((
+                due,
+                CloudReply::TerminateFailed {
+                    instance_id: instance_id.to_string(),
+                    error: e.to_string(),
+                },
+            ));
+        }
+    }
+
+    fn poll_replies(&mut self, now_ms: i64) -> Vec<CloudReply> {
+        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.replies)
+            .into_iter()
+            .partition(|(t, _)| *t <= now_ms);
+        self.replies = later;
+        due.into_iter().map(|(_, r)| r).collect()
+    }
+
+    fn poll_events(&mut self, now_ms: i64) -> Vec<CloudEvent> {
+        self.poll(now_ms)
+    }
+
+    fn instance(&self, id: &str) -> Option<&Instance> {
+        self.instances.get(id)
+    }
+
+    fn instance_for_nodeclaim(&self, nodeclaim: &str) -> Option<&Instance> {
+        self.instance_for_launch(nodeclaim)
+    }
+
+    fn instances(&self) -> Vec<&Instance> {
+        self.instances.values().collect()
+    }
+
+    fn next_due_ms(&self) -> Option<i64> {
+        self.next_event_ms()
     }
 }

@@ -16,8 +16,9 @@
 //!   ([`SimCluster::pending_durations`]).
 
 use crate::fit::{effective_requests, MatchCache, PodFit, Unfit};
-use crate::node::INITIALIZED_LABEL;
 use crate::pdb::disruptions_allowed;
+use crate::state::{NodeState, PodState};
+use dovetail_dataflow::backend::{ClusterReply, NodeClaim};
 use dovetail_dataflow::model::{Node, Pod, PodDisruptionBudget, Resources, Taint};
 use serde::{Deserialize, Serialize};
 use std::collections::hash_map::DefaultHasher;
@@ -53,33 +54,35 @@ pub struct DrainOutcome {
     pub blocked: Vec<Blocked>,
 }
 
-#[derive(Debug, Clone)]
-pub(crate) struct NodeState {
-    pub(crate) node: Node,
-    pub(crate) startup_taints: Vec<Taint>,
-    pub(crate) ready: bool,
-    /// Sum of the effective requests of the pods bound here.
-    pub(crate) requested: Resources,
-    pub(crate) pods: BTreeSet<String>,
-}
-
-#[derive(Debug, Clone)]
-pub(crate) struct PodState {
-    pub(crate) pod: Pod,
-    pub(crate) created_ms: i64,
-    pub(crate) seq: u64,
-    pub(crate) pending_since_ms: Option<i64>,
-}
-
 /// Simulated kube-scheduler and kubelet state.
 #[derive(Debug, Clone, Default)]
 pub struct SimCluster {
-    nodes: BTreeMap<String, NodeState>,
+    pub(crate) nodes: BTreeMap<String, NodeState>,
     pods: BTreeMap<String, PodState>,
     /// Bound pods with required anti-affinity terms (for the symmetric check).
     anti_holders: BTreeSet<String>,
     pending_durations: Vec<i64>,
     next_seq: u64,
+    pub(crate) nodeclaims: BTreeMap<String, NodeClaim>,
+    /// NodeClaim name by the name of the Node it registers as.
+    pub(crate) claim_by_node: BTreeMap<String, String>,
+    /// The PodDisruptionBudgets the Eviction API enforces, by `namespace/name`.
+    pub(crate) pdbs: BTreeMap<String, PodDisruptionBudget>,
+    /// What changed since the last [`SimCluster::take_changes`] (the cluster's watch).
+    pub(crate) changes: ClusterChanges,
+    pub(crate) replies: Vec<ClusterReply>,
+}
+
+/// What changed in the cluster, as a watch would report it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClusterChanges {
+    /// Pods created, bound, unbound or deleted, by key.
+    pub pods: BTreeSet<String>,
+    /// Nodes (and in-flight NodeClaims, by the Node name they register as) changed.
+    pub nodes: BTreeSet<String>,
+    /// Nodes a pod other than a DaemonSet pod was bound to or removed from (Karpenter's
+    /// `status.lastPodEventTime`).
+    pub pod_events: BTreeSet<String>,
 }
 
 /// Pods with equal namespace, labels and scheduling spec fit the same nodes.
@@ -105,6 +108,7 @@ impl SimCluster {
         if self.nodes.contains_key(&node.name) {
             return Err(ClusterError::DuplicateNode(node.name));
         }
+        self.touch_node(&node.name);
         self.nodes.insert(
             node.name.clone(),
             NodeState {
@@ -125,9 +129,10 @@ impl SimCluster {
         let startup = std::mem::take(&mut n.startup_taints);
         n.node.taints.retain(|t| !startup.contains(t));
         n.node.in_flight = false;
-        n.node
-            .labels
-            .insert(INITIALIZED_LABEL.to_string(), "true".to_string());
+        n.node.labels.insert(
+            dovetail_dataflow::model::labels::INITIALIZED.to_string(),
+            "true".to_string(),
+        );
         Ok(())
     }
 
@@ -179,8 +184,10 @@ impl SimCluster {
             .nodes
             .remove(name)
             .ok_or_else(|| ClusterError::UnknownNode(name.to_string()))?;
+        self.touch_node(name);
         let mut repending = Vec::new();
         for key in state.pods {
+            self.changes.pods.insert(key.clone());
             self.anti_holders.remove(&key);
             let daemon = self.pods.get(&key).is_some_and(|p| p.pod.is_daemon);
             if daemon {
@@ -204,6 +211,7 @@ impl SimCluster {
             return Err(ClusterError::DuplicatePod(key));
         }
         let target = pod.node_name.take().filter(|n| self.nodes.contains_key(n));
+        self.changes.pods.insert(key.clone());
         let seq = self.next_seq;
         self.next_seq += 1;
         self.pods.insert(
@@ -225,6 +233,7 @@ impl SimCluster {
     /// pending time.
     pub fn delete_pod(&mut self, key: &str) -> Result<Pod, ClusterError> {
         self.unbind(key, None);
+        self.changes.pods.insert(key.to_string());
         self.anti_holders.remove(key);
         self.pods
             .remove(key)
@@ -296,8 +305,7 @@ impl SimCluster {
     }
 
     /// Drains a node: cordons it, then evicts its pods (by key; DaemonSet pods stay) through the
-    /// PodDisruptionBudgets. A pod that more than one budget selects cannot be evicted (the
-    /// eviction API refuses it), nor one whose budget allows no disruption now or cannot be read.
+    /// PodDisruptionBudgets `pdbs` (see [`SimCluster::eviction_verdict`]).
     pub fn evict_for_drain(
         &mut self,
         now_ms: i64,
@@ -309,35 +317,11 @@ impl SimCluster {
         let keys: Vec<String> = state.pods.iter().cloned().collect();
         let mut outcome = DrainOutcome::default();
         for key in keys {
-            let Some(p) = self.pods.get(&key) else {
-                continue;
-            };
-            if p.pod.is_daemon {
-                continue;
+            match self.pods.get(&key) {
+                Some(p) if !p.pod.is_daemon => {}
+                _ => continue,
             }
-            let selecting: Vec<&PodDisruptionBudget> = pdbs
-                .iter()
-                .filter(|b| b.namespace == p.pod.namespace && b.selector.matches(&p.pod.labels))
-                .collect();
-            let verdict = match selecting.as_slice() {
-                [] => Ok(()),
-                [b] => {
-                    let (expected, healthy) = self.budget_counts(b);
-                    match disruptions_allowed(b, expected, healthy) {
-                        Ok(n) if n >= 1 => Ok(()),
-                        Ok(_) => Err(format!(
-                            "PodDisruptionBudget {}/{} allows no disruption ({healthy} of {expected} healthy)",
-                            b.namespace, b.name
-                        )),
-                        Err(e) => Err(e),
-                    }
-                }
-                many => Err(format!(
-                    "{} PodDisruptionBudgets select the pod; eviction needs at most one",
-                    many.len()
-                )),
-            };
-            match verdict {
+            match self.eviction_verdict(&key, pdbs.iter()) {
                 Ok(()) => {
                     self.unbind(&key, Some(now_ms));
                     if let Some(p) = self.pods.get(&key) {
@@ -348,6 +332,47 @@ impl SimCluster {
             }
         }
         Ok(outcome)
+    }
+
+    /// Whether the Eviction API lets pod `key` go now. A pod that more than one budget selects
+    /// cannot be evicted (the API refuses it), nor one whose budget allows no disruption now or
+    /// cannot be read.
+    pub(crate) fn eviction_verdict<'a>(
+        &self,
+        key: &str,
+        pdbs: impl Iterator<Item = &'a PodDisruptionBudget>,
+    ) -> Result<(), String> {
+        let Some(p) = self.pods.get(key) else {
+            return Err(format!("no pod {key}"));
+        };
+        let selecting: Vec<&PodDisruptionBudget> = pdbs
+            .filter(|b| b.namespace == p.pod.namespace && b.selector.matches(&p.pod.labels))
+            .collect();
+        match selecting.as_slice() {
+            [] => Ok(()),
+            [b] => {
+                let (expected, healthy) = self.budget_counts(b);
+                match disruptions_allowed(b, expected, healthy) {
+                    Ok(n) if n >= 1 => Ok(()),
+                    Ok(_) => Err(format!(
+                        "PodDisruptionBudget {}/{} allows no disruption ({healthy} of {expected} healthy)",
+                        b.namespace, b.name
+                    )),
+                    Err(e) => Err(e),
+                }
+            }
+            many => Err(format!(
+                "{} PodDisruptionBudgets select the pod; eviction needs at most one",
+                many.len()
+            )),
+        }
+    }
+
+    /// Evicts one pod through the budgets the cluster holds: it is pending again from `now_ms`.
+    pub fn evict_pod(&mut self, now_ms: i64, key: &str) -> Result<(), String> {
+        self.eviction_verdict(key, self.pdbs.values())?;
+        self.unbind(key, Some(now_ms));
+        Ok(())
     }
 
     /// Why a pod does not fit a node now (`None`: it fits).
@@ -425,10 +450,23 @@ impl SimCluster {
         &self.pending_durations
     }
 
+    /// A node to change: recorded as changed.
     fn node_state_mut(&mut self, name: &str) -> Result<&mut NodeState, ClusterError> {
+        if self.nodes.contains_key(name) {
+            self.changes.nodes.insert(name.to_string());
+        }
         self.nodes
             .get_mut(name)
             .ok_or_else(|| ClusterError::UnknownNode(name.to_string()))
+    }
+
+    pub(crate) fn touch_node(&mut self, name: &str) {
+        self.changes.nodes.insert(name.to_string());
+    }
+
+    /// What changed since the last call (pods, nodes, pod events), as a watch reports it.
+    pub fn take_changes(&mut self) -> ClusterChanges {
+        std::mem::take(&mut self.changes)
     }
 
     /// (selected pods, selected pods bound to a Ready node) for a budget.
@@ -455,6 +493,11 @@ impl SimCluster {
         n.requested.add_assign(&effective_requests(&p.pod));
         n.pods.insert(key.to_string());
         p.pod.node_name = Some(node.to_string());
+        self.changes.pods.insert(key.to_string());
+        self.changes.nodes.insert(node.to_string());
+        if !p.pod.is_daemon {
+            self.changes.pod_events.insert(node.to_string());
+        }
         let since = p.pending_since_ms.take();
         if let (Some(now), Some(since)) = (now_ms, since) {
             self.pending_durations.push(now - since);
@@ -473,6 +516,11 @@ impl SimCluster {
             return;
         };
         p.pending_since_ms = now_ms;
+        self.changes.pods.insert(key.to_string());
+        self.changes.nodes.insert(node.clone());
+        if !p.pod.is_daemon {
+            self.changes.pod_events.insert(node.clone());
+        }
         self.anti_holders.remove(key);
         if let Some(n) = self.nodes.get_mut(&node) {
             n.requested = n.requested.sub(&effective_requests(&p.pod));

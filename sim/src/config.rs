@@ -7,7 +7,7 @@
 //! ignored. The caller loads the file (e.g. `serde_yaml::from_str`) and then calls
 //! [`SimConfig::validate`]; [`SimConfig::from_json`] does both for JSON.
 
-use crate::key::{OfferingKey, OfferingKeyError};
+use dovetail_dataflow::backend::{OfferingKey, OfferingKeyError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -71,6 +71,10 @@ pub struct SimConfig {
     /// (or was spot-interrupted) as unavailable: Karpenter's 3-minute cache. The simulated EC2
     /// does not read it; the replay driver does when it turns errors into facts.
     pub ice_ttl_ms: i64,
+    /// How long after a call (CreateFleet, TerminateInstances) its answer reaches the caller.
+    /// The call takes effect at once; only the answer waits, as a real API's response does.
+    /// Default 0.
+    pub call_latency_ms: i64,
 }
 
 impl Default for SimConfig {
@@ -87,6 +91,7 @@ impl Default for SimConfig {
             spot_interruptions: true,
             interruption_rate_scale: 1.0,
             ice_ttl_ms: DEFAULT_ICE_TTL_MS,
+            call_latency_ms: 0,
         }
     }
 }
@@ -111,6 +116,7 @@ impl SimConfig {
             ),
             ("shutdown_ms", self.shutdown_ms),
             ("ice_ttl_ms", self.ice_ttl_ms),
+            ("call_latency_ms", self.call_latency_ms),
         ] {
             if value < 0 {
                 return Err(ConfigError::Negative { field, value });

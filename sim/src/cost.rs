@@ -4,7 +4,7 @@
 //! minimum; an instance that never reached `running` costs nothing. Sums are kept exactly
 //! (micro-dollars per hour × milliseconds, in `i128`) and turned into floats only for the report.
 
-use crate::instance::Instance;
+use dovetail_dataflow::backend::Instance;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

@@ -2,8 +2,8 @@
 //! the EventBridge event EC2 or AWS Health would send (the shapes in `data/events/`), so the
 //! replay reads them through the same reader as `dovetail plan --interruptions`.
 
-use crate::events::{CloudEvent, CloudEventKind};
-use crate::instance::Instance;
+use dovetail_dataflow::backend::Instance;
+use dovetail_dataflow::backend::{CloudEvent, CloudEventKind};
 use dovetail_ingest::format_rfc3339_ms;
 use serde_json::{json, Value};
 

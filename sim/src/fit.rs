@@ -23,7 +23,7 @@
 //! (preferences, `ScheduleAnyway`, PreferNoSchedule) is not modelled: the cluster binds to the
 //! first node by name that fits.
 
-use crate::cluster::{NodeState, PodState};
+use crate::state::{NodeState, PodState};
 use dovetail_dataflow::model::labels::ZONE;
 use dovetail_dataflow::model::quantity::units;
 use dovetail_dataflow::model::taints::first_untolerated;

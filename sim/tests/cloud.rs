@@ -1,6 +1,9 @@
 //! Simulated EC2: CreateFleet choice and ICE, lifecycle timing, termination, spot interruptions,
 //! cost and determinism.
 
+use dovetail_dataflow::backend::{
+    CloudEvent, CloudEventKind, InstanceState, OfferingKey, TerminationCause,
+};
 use dovetail_dataflow::catalog::{embedded, ResolveOptions};
 use dovetail_dataflow::decisions::Launch;
 use dovetail_dataflow::facts::{Interruption, InterruptionKind as Kind};
@@ -12,11 +15,11 @@ use dovetail_dataflow::model::{
 };
 use dovetail_ingest::{parse_message, Reading};
 use dovetail_sim::eventbridge::message_body;
-use dovetail_sim::{
-    node_for_instance, CloudEvent, CloudEventKind, FleetError, InstanceState, InterruptionKind,
-    OfferingKey, SimCloud, SimConfig, TerminationCause, INTERRUPTION_WARNING_MS,
-};
+use dovetail_sim::{InterruptionKind, SimCloud, SimConfig, INTERRUPTION_WARNING_MS};
 use std::collections::BTreeMap;
+
+mod support;
+use support::{node_for_instance, FleetError, LaunchExt};
 
 fn offering(zone: &str, ct: &str, dollars: f64) -> Offering {
     Offering {

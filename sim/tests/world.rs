@@ -1,12 +1,16 @@
 //! The cloud and the cluster driven together, as `dovetail replay` drives them: cloud events add,
 //! ready and remove nodes; the scheduler binds pending pods.
 
+use dovetail_dataflow::backend::CloudEventKind;
 use dovetail_dataflow::catalog::{embedded, ResolveOptions};
 use dovetail_dataflow::decisions::Launch;
 use dovetail_dataflow::model::quantity::{mib, units};
 use dovetail_dataflow::model::{InstanceType, NodePool, Pod, Price, Requirements, Resources};
-use dovetail_sim::{CloudEventKind, InterruptionKind, SimCloud, SimCluster, SimConfig};
+use dovetail_sim::{InterruptionKind, SimCloud, SimCluster, SimConfig};
 use std::collections::BTreeMap;
+
+mod support;
+use support::LaunchExt;
 
 struct World {
     cloud: SimCloud,
@@ -52,7 +56,7 @@ impl World {
                 .push(format!("{} {} {:?}", e.at_ms, e.instance_id, e.kind));
             match e.kind {
                 CloudEventKind::NodeRegistered => {
-                    let (node, startup) = dovetail_sim::node_for_instance(
+                    let (node, startup) = support::node_for_instance(
                         &instance,
                         &self.types[&instance.instance_type],
                         &self.pool,

@@ -15,6 +15,10 @@ pub const ZONE_ID: &str = "topology.k8s.aws/zone-id";
 pub const CAPACITY_TYPE: &str = "karpenter.sh/capacity-type";
 pub const NODEPOOL: &str = "karpenter.sh/nodepool";
 pub const NODECLASS: &str = "karpenter.k8s.aws/ec2nodeclass";
+/// Set when the Node registers.
+pub const REGISTERED: &str = "karpenter.sh/registered";
+/// Set when the Node is initialised (Ready, startup taints gone).
+pub const INITIALIZED: &str = "karpenter.sh/initialized";
 
 pub const INSTANCE_CATEGORY: &str = "karpenter.k8s.aws/instance-category";
 pub const INSTANCE_FAMILY: &str = "karpenter.k8s.aws/instance-family";

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
-/// The capacity types EC2 sells that the simulator knows.
+/// The capacity types EC2 sells.
 pub const CAPACITY_TYPES: &[&str] = &["on-demand", "spot", "reserved"];
 
 /// One offering (capacity pool): instance type × zone × capacity type.

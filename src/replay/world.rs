@@ -1,71 +1,41 @@
-//! The simulated world a replay drives: cloud, cluster, what the engine has been told, and the
-//! statistics the summary reports. Applying trace events and cloud events to it lives here;
-//! executing decisions is in `launch.rs` and `disruption.rs`, the engine's view of nodes in
-//! `node_facts.rs`, the loop in `run.rs`.
+//! The simulated world a replay drives: the simulated cloud and cluster (the `Cloud` and
+//! `Cluster` the control loop acts through), the trace's objects, and the statistics the summary
+//! reports. Applying trace events and cloud events to it lives here; the engine's view of nodes
+//! in `node_facts.rs`; acting on decisions is the control loop's (`dovetail_actuate`); the
+//! driver's clock in `run.rs`.
 
-use super::disruption::Disruptions;
-use super::facts::FactSet;
 use super::run::ReplayError;
 use super::summary::TimelineRow;
-use crate::eventbridge;
-use crate::node::record_launch;
-use crate::{
-    node_for_instance, CloudEvent, CloudEventKind, Instance, InterruptionKind, OfferingKey,
-};
-use crate::{SimCloud, SimCluster};
+use dovetail_actuate::{ActuationSettings, ControlLoop};
+use dovetail_dataflow::backend::{CloudEvent, CloudEventKind, Instance, OfferingKey};
 use dovetail_dataflow::catalog::{embedded, ResolveOptions};
 use dovetail_dataflow::decisions::Decision;
-use dovetail_dataflow::engine::Engine;
 use dovetail_dataflow::facts::{self, Fact, Interruption};
-use dovetail_dataflow::model::{
-    EC2NodeClass, InstanceType, Node, NodePool, Pod, PodDisruptionBudget, Price,
-};
+use dovetail_dataflow::model::{EC2NodeClass, Pod, Price};
 use dovetail_ingest::trace::{
     AppliedObject, InterruptKind, InterruptTarget, ObjectKind, TimedEvent, TraceEvent,
 };
 use dovetail_ingest::Reading;
-use hdrhistogram::Histogram;
+use dovetail_sim::{eventbridge, InterruptionKind, SimCloud, SimCluster};
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Instant;
 
 pub(super) const MINUTE_MS: i64 = 60_000;
 
 pub(super) struct World {
-    pub(super) engine: Engine,
-    /// How many times the engine was advanced.
-    pub(super) advances: u64,
-    /// The virtual time of the last advance.
-    pub(super) last_advance_ms: i64,
+    /// The engine and the actuator, acting through `cloud` and `cluster`.
+    pub(super) control: ControlLoop,
     pub(super) region: String,
     pub(super) cloud: SimCloud,
     pub(super) cluster: SimCluster,
-    pub(super) facts: FactSet,
-    pub(super) nodepools: BTreeMap<String, NodePool>,
     pub(super) nodeclasses: BTreeMap<String, EC2NodeClass>,
-    pub(super) pdbs: BTreeMap<String, PodDisruptionBudget>,
-    /// Every type as the cloud sells it (prices, offerings), with price changes applied.
-    pub(super) fleet_types: BTreeMap<String, InstanceType>,
-    /// Offerings without capacity, until the given time.
-    pub(super) unavailable: BTreeMap<OfferingKey, i64>,
-    /// Capacity errors since the instance types were last refreshed: the engine must replan.
-    pub(super) replan: bool,
-    /// Every launch name executed.
-    pub(super) launched: BTreeSet<String>,
-    /// NodeClaims launched whose Node has not registered yet, by node name.
-    pub(super) in_flight: BTreeMap<String, Node>,
     /// When a pod was last bound to or removed from each node (`status.lastPodEventTime`).
     pub(super) pod_events: BTreeMap<String, i64>,
-    /// Nodes whose instance was terminated and whose Node is not gone yet.
-    pub(super) deleting: BTreeSet<String>,
     /// Nodes whose fact must be re-sent to the engine.
     pub(super) dirty_nodes: BTreeSet<String>,
     /// Interruption facts told to the engine, by instance id, until the instance is gone.
     pub(super) interruption_facts: BTreeMap<String, Vec<Fact>>,
-    pub(super) disruption: Disruptions,
     pub(super) lower_bound: Price,
     // statistics
-    pub(super) engine_latency: Histogram<u64>,
-    pub(super) capacity_errors: u64,
     pub(super) interruptions: u64,
     /// Messages sent to the interruption queue (their sequence numbers).
     messages: u64,
@@ -75,14 +45,9 @@ pub(super) struct World {
     pub(super) notes: BTreeSet<String>,
 }
 
-pub(super) fn histogram() -> Histogram<u64> {
-    // Auto-resizing, three significant figures: a constant configuration that cannot fail.
-    Histogram::new(3).expect("3 significant figures is a valid histogram precision")
-}
-
 impl World {
     pub(super) fn new(
-        sim: &crate::SimConfig,
+        sim: &dovetail_sim::SimConfig,
         build: impl dovetail_dataflow::engine::QueryBuilder,
         workers: usize,
     ) -> Result<World, ReplayError> {
@@ -92,31 +57,22 @@ impl World {
             .into_iter()
             .map(|t| (t.name.clone(), t))
             .collect();
+        let settings = ActuationSettings {
+            capacity_error_ttl_ms: sim.ice_ttl_ms,
+            ..ActuationSettings::default()
+        };
+        let mut control = ControlLoop::start(build, workers, settings)?;
+        control.actuator_mut().set_instance_types(fleet_types);
         Ok(World {
-            engine: Engine::start(workers, build)?,
-            advances: 0,
-            last_advance_ms: 0,
+            control,
             region: sim.region.clone(),
-            cloud: crate::SimCloud::new(sim.clone())
-                .map_err(|e| ReplayError::Cloud(e.to_string()))?,
+            cloud: SimCloud::new(sim.clone()).map_err(|e| ReplayError::Cloud(e.to_string()))?,
             cluster: SimCluster::new(),
-            facts: FactSet::default(),
-            nodepools: BTreeMap::new(),
             nodeclasses: BTreeMap::new(),
-            pdbs: BTreeMap::new(),
-            fleet_types,
-            unavailable: BTreeMap::new(),
-            replan: false,
-            launched: BTreeSet::new(),
-            in_flight: BTreeMap::new(),
             pod_events: BTreeMap::new(),
-            deleting: BTreeSet::new(),
             dirty_nodes: BTreeSet::new(),
             interruption_facts: BTreeMap::new(),
-            disruption: Disruptions::default(),
             lower_bound: Price(0),
-            engine_latency: histogram(),
-            capacity_errors: 0,
             interruptions: 0,
             messages: 0,
             nodes_terminated: 0,
@@ -130,10 +86,12 @@ impl World {
     /// errors applied, as facts.
     pub(super) fn refresh_instance_types(&mut self) -> Result<(), ReplayError> {
         let catalog = embedded(&self.region)?;
+        let actuator = self.control.actuator();
+        let mut types = Vec::new();
         for class in self.nodeclasses.values() {
             let opts = ResolveOptions::for_node_class(class);
             for mut it in catalog.instance_types(&opts) {
-                let sold = self.fleet_types.get(&it.name);
+                let sold = actuator.instance_types().get(&it.name);
                 for o in it.offerings.iter_mut() {
                     if let Some(s) = sold.and_then(|s| {
                         s.offerings
@@ -143,91 +101,79 @@ impl World {
                         o.price = s.price;
                     }
                     let key = OfferingKey::new(&it.name, &o.zone, &o.capacity_type);
-                    o.available = !self.unavailable.contains_key(&key);
+                    o.available = !actuator.offering_unavailable(&key);
                 }
-                self.facts.set(Fact::InstanceType {
+                types.push(Fact::InstanceType {
                     node_class: class.name.clone(),
                     instance_type: it,
                 });
             }
         }
-        self.replan = false;
+        for fact in types {
+            self.control.set_fact(fact);
+        }
         Ok(())
     }
 
     pub(super) fn apply(&mut self, object: &AppliedObject) {
         match object {
-            AppliedObject::NodePool(p) => {
-                self.nodepools.insert(p.name.clone(), p.clone());
-                self.facts.set(Fact::NodePool(p.clone()));
-            }
+            AppliedObject::NodePool(p) => self.control.set_fact(Fact::NodePool(p.clone())),
             AppliedObject::EC2NodeClass(c) => {
                 self.nodeclasses.insert(c.name.clone(), c.clone());
-                self.facts.set(Fact::NodeClass(c.clone()));
+                self.control.set_fact(Fact::NodeClass(c.clone()));
             }
-            AppliedObject::NodeOverlay(o) => self.facts.set(Fact::Overlay(o.clone())),
-            AppliedObject::DaemonSet(d) => self.facts.set(Fact::DaemonSet(d.clone())),
+            AppliedObject::NodeOverlay(o) => self.control.set_fact(Fact::Overlay(o.clone())),
+            AppliedObject::DaemonSet(d) => self.control.set_fact(Fact::DaemonSet(d.clone())),
             AppliedObject::PodDisruptionBudget(p) => {
-                self.pdbs
-                    .insert(format!("{}/{}", p.namespace, p.name), p.clone());
-                self.facts.set(Fact::Pdb(p.clone()));
+                self.cluster.set_pdb(p.clone());
+                self.control.set_fact(Fact::Pdb(p.clone()));
             }
             // Priority classes were resolved into pods' priorities when the trace was read.
             AppliedObject::PriorityClass { .. } => {}
         }
     }
 
-    pub(super) fn sync_pod(&mut self, key: &str) {
+    fn sync_pod(&mut self, key: &str) {
         match self.cluster.pod(key) {
-            Some(p) => self.facts.set(Fact::Pod(p.clone())),
-            None => self.facts.remove(&format!("Pod {key}")),
+            Some(p) => self.control.set_fact(Fact::Pod(p.clone())),
+            None => self.control.remove_fact(&format!("Pod {key}")),
         }
     }
 
-    pub(super) fn sync_pods(&mut self, pods: &[Pod]) {
-        for p in pods {
-            self.sync_pod(&p.key());
+    /// Takes what changed in the cluster (its watch) into facts: pods at once, nodes marked
+    /// to be re-sent, and `lastPodEventTime` of the nodes a pod came to or left.
+    pub(super) fn sync_cluster(&mut self, now: i64) {
+        let changes = self.cluster.take_changes();
+        for key in &changes.pods {
+            self.sync_pod(key);
         }
+        for node in changes.pod_events {
+            self.pod_events.insert(node.clone(), now);
+            self.dirty_nodes.insert(node);
+        }
+        self.dirty_nodes.extend(changes.nodes);
     }
 
-    /// Binds what the simulated kube-scheduler can, and tells the engine.
+    /// Binds what the simulated kube-scheduler can.
     pub(super) fn schedule(&mut self, now: i64) {
-        for (pod, node) in self.cluster.schedule(now) {
-            self.sync_pod(&pod);
-            self.pod_event(&pod, &node, now);
-        }
+        self.cluster.schedule(now);
     }
 
     pub(super) fn event(&mut self, now: i64, e: &TimedEvent) -> Result<(), ReplayError> {
         match &e.event {
             TraceEvent::PodCreated(pod) => {
                 let pod: Pod = (**pod).clone();
-                let key = pod.key();
                 self.pods_created += 1;
                 if let Err(err) = self.cluster.add_pod(now, pod) {
                     self.notes.insert(format!("trace line {}: {err}", e.line));
                 }
-                if let Some(node) = self.cluster.pod(&key).and_then(|p| p.node_name.clone()) {
-                    self.pod_event(&key, &node, now);
-                }
-                self.sync_pod(&key);
             }
             TraceEvent::PodDeleted(r) => {
                 let key = format!("{}/{}", r.namespace, r.name);
-                let node = self
-                    .cluster
-                    .pod(&key)
-                    .filter(|p| !p.is_daemon)
-                    .and_then(|p| p.node_name.clone());
                 if self.cluster.delete_pod(&key).is_err() {
                     self.notes
                         .insert("some trace deletions name pods that are not present".to_string());
                 }
-                if let Some(node) = node {
-                    self.pod_events.insert(node.clone(), now);
-                    self.dirty_nodes.insert(node);
-                }
-                self.sync_pod(&key);
             }
             TraceEvent::Apply(object) => {
                 let class_changed = matches!(**object, AppliedObject::EC2NodeClass(_));
@@ -244,7 +190,6 @@ impl World {
                 };
                 match r.kind {
                     ObjectKind::NodePool => {
-                        self.nodepools.remove(&r.name);
                         // Its NodeClaims are owned by it and go with it, as in Karpenter (which
                         // drains them first; here they are terminated at once).
                         let claims: Vec<String> = self
@@ -254,27 +199,37 @@ impl World {
                             .map(|i| i.launch.clone())
                             .collect();
                         for claim in claims {
-                            self.terminate_claim(now, &claim);
+                            self.control.actuator_mut().terminate_claim(
+                                now,
+                                &claim,
+                                &mut self.cloud,
+                                &mut self.cluster,
+                            );
                         }
                     }
                     ObjectKind::EC2NodeClass => {
                         self.nodeclasses.remove(&r.name);
                     }
                     ObjectKind::PodDisruptionBudget => {
-                        self.pdbs.remove(&name);
+                        self.cluster.remove_pdb(&name);
                     }
                     ObjectKind::NodeOverlay | ObjectKind::DaemonSet => {}
                     // Priorities were resolved into the pods when the trace was read.
                     ObjectKind::PriorityClass => return Ok(()),
                 }
-                self.facts
-                    .remove(&facts::object_key(r.kind.as_str(), &name));
+                self.control
+                    .remove_fact(&facts::object_key(r.kind.as_str(), &name));
                 if r.kind == ObjectKind::EC2NodeClass {
                     self.refresh_instance_types()?;
                 }
             }
             TraceEvent::Price(change) => {
-                if let Some(it) = self.fleet_types.get_mut(&change.instance_type) {
+                if let Some(it) = self
+                    .control
+                    .actuator_mut()
+                    .instance_types_mut()
+                    .get_mut(&change.instance_type)
+                {
                     let ct = change.capacity_type.as_str().to_string();
                     for o in it.offerings.iter_mut() {
                         if o.capacity_type == ct
@@ -291,7 +246,9 @@ impl World {
                 let zones: Vec<String> = match &change.zone {
                     Some(z) => vec![z.clone()],
                     None => self
-                        .fleet_types
+                        .control
+                        .actuator()
+                        .instance_types()
                         .get(&change.instance_type)
                         .map(|it| {
                             let zones: BTreeSet<String> =
@@ -398,19 +355,26 @@ impl World {
             kind,
             at_ms,
         });
-        self.facts.set(fact.clone());
+        self.control.set_fact(fact.clone());
         self.interruption_facts
             .entry(instance.id.clone())
             .or_default()
             .push(fact);
         let name = instance.node_name();
-        if let Some(n) = self.in_flight.get_mut(&name) {
-            n.unschedulable = true;
-            self.dirty_nodes.insert(name.clone());
+        let claim = self
+            .cluster
+            .nodeclaim_of_node(&name)
+            .filter(|c| !c.registered)
+            .cloned();
+        if let Some(mut c) = claim {
+            if let Some(status) = c.status.as_mut() {
+                status.unschedulable = true;
+            }
+            dovetail_dataflow::backend::Cluster::update_nodeclaim(&mut self.cluster, at_ms, c);
         }
         // A node already in a graceful command is not a candidate any more, so the engine
         // will not decide its interruption: drain it now rather than at the reclaim.
-        self.disruption.drain_now(&name);
+        self.control.actuator_mut().drain_now(&name);
     }
 
     pub(super) fn cloud_events(&mut self, now: i64) {
@@ -421,7 +385,14 @@ impl World {
             let name = instance.node_name();
             match e.kind {
                 CloudEventKind::Running => {}
-                CloudEventKind::NodeRegistered => self.register(&instance, e.at_ms),
+                CloudEventKind::NodeRegistered => {
+                    // The kubelet joins: the Node is what actuation wrote on its NodeClaim.
+                    if !self.cluster.register(&name, e.at_ms) {
+                        self.notes.insert(
+                            "an instance registered with no NodeClaim launched for it".to_string(),
+                        );
+                    }
+                }
                 CloudEventKind::NodeInitialized => {
                     if self.cluster.mark_ready(&name).is_ok() {
                         self.dirty_nodes.insert(name);
@@ -436,48 +407,11 @@ impl World {
         }
     }
 
-    /// The kubelet registered the instance's Node.
-    fn register(&mut self, instance: &Instance, at_ms: i64) {
-        let name = instance.node_name();
-        let (Some(it), Some(pool)) = (
-            self.fleet_types.get(&instance.instance_type),
-            self.nodepools.get(&instance.nodepool),
-        ) else {
-            return;
-        };
-        let (mut node, startup) = node_for_instance(instance, it, pool, at_ms);
-        let claim = self.in_flight.remove(&name);
-        // What was recorded at launch stays, as on the NodeClaim: a NodePool changed since
-        // then is drift, not a new baseline.
-        match &claim {
-            Some(c) => {
-                node.annotations.extend(c.annotations.clone());
-                node.launched = c.launched.clone();
-            }
-            None => {
-                let class = pool
-                    .node_class
-                    .as_ref()
-                    .and_then(|c| self.nodeclasses.get(c));
-                record_launch(&mut node, pool, class);
-            }
-        }
-        let unschedulable = claim.is_some_and(|c| c.unschedulable);
-        if self.cluster.add_node(node, startup).is_ok() && unschedulable {
-            let _ = self.cluster.set_unschedulable(&name, true);
-        }
-        self.dirty_nodes.insert(name);
-    }
-
     /// The instance is gone: its Node, its pods' binding and what the engine knew of it.
     fn gone(&mut self, now: i64, instance: &Instance) {
         let name = instance.node_name();
         self.nodes_terminated += 1;
-        if let Ok(pods) = self.cluster.remove_node(now, &name) {
-            self.sync_pods(&pods);
-        }
-        self.in_flight.remove(&name);
-        self.deleting.remove(&name);
+        self.cluster.remove_node_and_claim(now, &name);
         self.pod_events.remove(&name);
         self.dirty_nodes.insert(name);
         for fact in self
@@ -485,50 +419,25 @@ impl World {
             .remove(&instance.id)
             .unwrap_or_default()
         {
-            self.facts.remove(&fact.describe());
+            self.control.remove_fact(&fact.describe());
         }
     }
 
     pub(super) fn expire_unavailable(&mut self, now: i64) -> Result<(), ReplayError> {
-        let before = self.unavailable.len();
-        self.unavailable.retain(|_, until| *until > now);
-        if self.unavailable.len() != before {
+        if self.control.actuator_mut().expire_unavailable(now) {
             self.refresh_instance_types()?;
         }
         Ok(())
     }
 
-    /// Closes the epoch at `now` with what changed, and returns the decisions' diffs. Timers
-    /// due before `now` fire first, on the clock they were set for; later steps at the same
-    /// instant take the next milliseconds.
+    /// Closes the epoch at `now` with what changed, and returns the decisions' diffs.
     pub(super) fn advance_engine(
         &mut self,
         now: i64,
     ) -> Result<Vec<(Decision, isize)>, ReplayError> {
+        self.sync_cluster(now);
         self.sync_nodes();
-        let changes = self.facts.take_changes();
-        let at = (now.max(0) as u64).max(self.engine.epoch());
-        let started = Instant::now();
-        let mut diffs = Vec::new();
-        // With nothing to apply, one advance past `at` fires the same timers.
-        if self.engine.epoch() < at && !changes.is_empty() {
-            diffs = self.engine.advance(at, Vec::new())?;
-            self.advances += 1;
-        }
-        let more = self.engine.advance(at + 1, changes)?;
-        self.advances += 1;
-        let diffs = if diffs.is_empty() {
-            more
-        } else {
-            let mut sum: BTreeMap<Decision, isize> = BTreeMap::new();
-            for (d, r) in diffs.into_iter().chain(more) {
-                *sum.entry(d).or_insert(0) += r;
-            }
-            sum.into_iter().filter(|(_, r)| *r != 0).collect()
-        };
-        let micros = started.elapsed().as_micros() as u64;
-        let _ = self.engine_latency.record(micros.max(1));
-        self.last_advance_ms = now;
+        let diffs = self.control.advance(now)?;
         for (d, r) in &diffs {
             if let (Decision::ClusterLowerBound(p), 1) = (d, r) {
                 self.lower_bound = *p;
@@ -537,9 +446,25 @@ impl World {
         Ok(diffs)
     }
 
+    /// Acts on the decisions through the simulated cloud and cluster, then takes in what came
+    /// of it; true when the engine must be told something.
+    pub(super) fn act(
+        &mut self,
+        now: i64,
+        diffs: &[(Decision, isize)],
+    ) -> Result<bool, ReplayError> {
+        self.control
+            .act(now, diffs, &mut self.cloud, &mut self.cluster);
+        if self.control.actuator_mut().take_replan() {
+            self.refresh_instance_types()?;
+        }
+        self.sync_cluster(now);
+        Ok(self.control.has_changes() || !self.dirty_nodes.is_empty())
+    }
+
     /// Whether any node or NodeClaim exists (the disruption loop polls only then).
     pub(super) fn has_nodes(&self) -> bool {
-        !self.in_flight.is_empty() || self.cluster.nodes().next().is_some()
+        self.cluster.in_flight().next().is_some() || self.cluster.nodes().next().is_some()
     }
 
     pub(super) fn alive_nodes(&self) -> u64 {
@@ -573,8 +498,8 @@ impl World {
                 pods_running: self.cluster.pods().count() as u64 - pending,
                 cost_rate: self.cost_rate(),
                 lower_bound_rate: self.lower_bound.dollars(),
-                nodes_disrupting: self.disruption.nodes_disrupting(),
-                nodes_disrupted: self.disruption.nodes_terminated(),
+                nodes_disrupting: self.control.actuator().nodes_disrupting(),
+                nodes_disrupted: self.control.actuator().nodes_disrupted(),
             });
             *next_minute += 1;
         }

@@ -1,24 +1,8 @@
-//! What the simulated cloud reports, and the interruptions a trace can force.
+//! What a cloud reports about the instances it runs: lifecycle steps and interruption warnings,
+//! each at an exact instant. The simulator emits them on its virtual clock; the AWS backend turns
+//! DescribeInstances changes and SQS messages into the same events.
 
 use serde::{Deserialize, Serialize};
-
-/// An interruption a trace (or test) injects with `SimCloud::forced_interrupt`, named after the
-/// EventBridge messages Karpenter's interruption controller consumes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub enum InterruptionKind {
-    /// "EC2 Spot Instance Interruption Warning": reclaimed two minutes later.
-    SpotInterruption,
-    /// "EC2 Capacity Reservation Instance Interruption Warning": reclaimed two minutes later.
-    CapacityReservationInterruption,
-    /// "EC2 Instance Rebalance Recommendation": advice only; nothing happens to the instance.
-    RebalanceRecommendation,
-    /// "AWS Health Event", category `scheduledChange`: advice only here (the maintenance itself
-    /// is days away in reality and is not simulated).
-    ScheduledChange,
-    /// "EC2 Instance State-change Notification" to stopping, stopped, shutting-down or
-    /// terminated: the instance is gone at once.
-    StateChange,
-}
 
 /// Why an instance ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -1,9 +1,9 @@
 //! Helpers for replays of small hand-written traces.
 #![allow(dead_code)]
 
+use dovetail::replay::{replay, ReplayOptions, ReplayOutcome};
 use dovetail_dataflow::catalog::{embedded, ResolveOptions};
 use dovetail_ingest::trace::read_trace;
-use dovetail_sim::replay::{replay, ReplayOptions, ReplayOutcome};
 use dovetail_sim::SimConfig;
 
 pub const HEADER: &str = r#"{"dovetail_trace":1,"source":"test","time_unit":"ms"}"#;

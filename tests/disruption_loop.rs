@@ -4,7 +4,7 @@
 
 mod common;
 use common::*;
-use dovetail_sim::replay::ReplayOutcome;
+use dovetail::replay::ReplayOutcome;
 use dovetail_sim::INTERRUPTION_WARNING_MS;
 
 /// m5.xlarge on-demand only (4 vCPU, ~3.9 allocatable): no cheaper type to replace it with, so

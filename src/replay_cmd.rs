@@ -1,8 +1,8 @@
-//! `dovetail replay`: the command-line edge of the simulation driver in `dovetail-sim`.
+//! `dovetail replay`: the command-line edge of the replay driver (`dovetail::replay`).
 
 use anyhow::{Context, Result};
 use clap::Args;
-use dovetail_sim::replay::{replay, write_report, Progress, ReplayOptions, ReplaySummary};
+use dovetail::replay::{replay, write_report, Progress, ReplayOptions, ReplaySummary};
 use dovetail_sim::SimConfig;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;

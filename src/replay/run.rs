@@ -6,13 +6,13 @@
 //! then repeats — up to a bound — letting the simulated kube-scheduler bind what it can, telling
 //! the engine what changed and acting on its decisions, until nothing changes.
 
-use super::disruption::POLL_INTERVAL_MS;
 use super::summary::{CapacityTypeUsage, Percentiles, ReplaySummary, TimelineRow};
-use super::world::{histogram, World};
-use crate::SimConfig;
+use super::world::World;
+use dovetail_actuate::{histogram, POLL_INTERVAL_MS};
 use dovetail_dataflow::decisions::Decision;
 use dovetail_ingest::trace::{AppliedObject, TimedEvent};
 use dovetail_ingest::Manifests;
+use dovetail_sim::SimConfig;
 use std::time::Instant;
 use thiserror::Error;
 
@@ -70,7 +70,7 @@ pub struct ReplayOutcome {
     pub summary: ReplaySummary,
     pub timeline: Vec<TimelineRow>,
     /// Every instance the simulated cloud launched, in launch order.
-    pub instances: Vec<crate::Instance>,
+    pub instances: Vec<dovetail_dataflow::backend::Instance>,
 }
 
 /// Replays `events` (sorted by time) against the simulated world, starting from `initial`.
@@ -111,15 +111,15 @@ pub fn replay(
     // nodes, so a count of steps left a big replay silent for minutes.
     let mut last_progress = Instant::now();
     loop {
-        let poll = w
-            .has_nodes()
-            .then_some((w.last_advance_ms.div_euclid(POLL_INTERVAL_MS) + 1) * POLL_INTERVAL_MS);
+        let poll = w.has_nodes().then_some(
+            (w.control.last_advance_ms().div_euclid(POLL_INTERVAL_MS) + 1) * POLL_INTERVAL_MS,
+        );
         let candidates = [
             events.get(idx).map(|e| e.t as i64),
             w.cloud.next_event_ms(),
-            w.unavailable.values().min().copied(),
+            w.control.actuator().next_expiry_ms(),
             poll,
-            w.disruption.next_validation_ms(last_t),
+            w.control.actuator().next_validation_ms(last_t),
         ];
         let Some(now) = candidates.into_iter().flatten().min() else {
             break;
@@ -147,11 +147,7 @@ pub fn replay(
         for _ in 0..MAX_STEPS_PER_INSTANT {
             w.schedule(now);
             let diffs = w.advance_engine(now)?;
-            w.act(now, &diffs);
-            if w.replan {
-                w.refresh_instance_types()?;
-            }
-            if !w.facts.has_changes() && w.dirty_nodes.is_empty() {
+            if !w.act(now, &diffs)? {
                 break;
             }
         }
@@ -175,7 +171,8 @@ pub fn replay(
         pods_pending: w.pods_pending(),
     });
     let summary = summarise(&w, opts, end_ms, lower_bound_usd, wall);
-    let mut instances: Vec<crate::Instance> = w.cloud.instances().cloned().collect();
+    let mut instances: Vec<dovetail_dataflow::backend::Instance> =
+        w.cloud.instances().cloned().collect();
     instances.sort_by(|a, b| {
         a.launched_ms
             .cmp(&b.launched_ms)
@@ -191,7 +188,7 @@ pub fn replay(
 /// Up to a few pods left pending: what the engine decided for them, and why the simulated
 /// kube-scheduler did not follow.
 fn explain_pending(w: &World) -> Vec<String> {
-    let decisions = w.engine.decisions();
+    let decisions = w.control.engine().decisions();
     let stuck: Vec<String> = w
         .cluster
         .pods()
@@ -240,8 +237,11 @@ fn summarise(
         let _ = pending.record(((*ms).max(0) as u64) / 1000);
     }
     let mut notes: Vec<String> = w.notes.iter().cloned().collect();
+    notes.extend(w.control.actuator().notes().iter().cloned());
+    notes.sort();
+    notes.dedup();
     notes.extend(explain_pending(w));
-    let d = &w.disruption.stats;
+    let d = w.control.actuator().stats();
     ReplaySummary {
         trace: opts.trace_name.clone(),
         seed: opts.sim.seed,
@@ -268,21 +268,21 @@ fn summarise(
                 )
             })
             .collect(),
-        nodes_launched: w.launched.len() as u64,
+        nodes_launched: d.nodes_launched,
         nodes_terminated: w.nodes_terminated,
         peak_nodes: w.peak_nodes,
-        disruptions_by_reason: d.started_by_reason.clone(),
-        disruption_commands: d.commands_started,
-        disruption_commands_abandoned: d.commands_abandoned,
+        disruptions_by_reason: d.disruptions_started_by_reason.clone(),
+        disruption_commands: d.disruption_commands_started,
+        disruption_commands_abandoned: d.disruption_commands_abandoned,
         disruption_replacements_launched: d.replacements_launched,
-        nodes_terminated_by_disruption: d.terminated_by_reason.clone(),
-        capacity_errors: w.capacity_errors,
+        nodes_terminated_by_disruption: d.disruptions_terminated_by_reason.clone(),
+        capacity_errors: d.capacity_errors,
         interruptions_handled: w.interruptions,
         pods_created: w.pods_created,
         pod_pending_seconds: Percentiles::of(&pending),
         pods_never_scheduled: w.cluster.pods().filter(|p| p.node_name.is_none()).count() as u64,
-        engine_epochs: w.advances,
-        engine_update_micros: Percentiles::of(&w.engine_latency),
+        engine_epochs: w.control.advances(),
+        engine_update_micros: Percentiles::of(w.control.latency_micros()),
         notes,
     }
 }

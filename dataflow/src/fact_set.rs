@@ -2,9 +2,10 @@
 //! the retraction of the old one and the insertion of the new, so the driver only ever says
 //! what is true now.
 
-use dovetail_dataflow::facts::Fact;
+use crate::facts::Fact;
 use std::collections::BTreeMap;
 
+/// The facts currently true, by [`Fact::describe`], and the changes not yet taken.
 #[derive(Default)]
 pub struct FactSet {
     current: BTreeMap<String, Fact>,
@@ -29,6 +30,11 @@ impl FactSet {
         }
     }
 
+    /// The fact under `key` (see [`Fact::describe`]), if any.
+    pub fn get(&self, key: &str) -> Option<&Fact> {
+        self.current.get(key)
+    }
+
     /// Retracts the fact under `key`, if any.
     pub fn remove(&mut self, key: &str) {
         if let Some(old) = self.current.remove(key) {
@@ -49,7 +55,7 @@ impl FactSet {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dovetail_dataflow::model::Pod;
+    use crate::model::Pod;
 
     fn pod(name: &str, node: Option<&str>) -> Fact {
         Fact::Pod(Pod {

@@ -1,9 +1,7 @@
-//! `dovetail replay`: a workload trace against the embedded simulation of Kubernetes and EC2,
-//! with the real engine making every decision.
+//! `dovetail replay`: a workload trace against the embedded simulation of Kubernetes and EC2
+//! (`dovetail-sim`), with the real engine making every decision and the control loop
+//! (`dovetail-actuate`) acting on them through the simulated `Cloud` and `Cluster`.
 
-mod disruption;
-mod facts;
-mod launch;
 mod node_facts;
 mod report;
 mod run;

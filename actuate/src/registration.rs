@@ -1,5 +1,6 @@
-//! The Node a simulated instance registers as, as the kubelet and Karpenter would label and
-//! taint it.
+//! Registration: the Node a launched instance registers as, as the kubelet and Karpenter label
+//! and taint it. Actuation writes it into the NodeClaim's status when CreateFleet answers; the
+//! kubelet (real or simulated) registers the Node from it.
 //!
 //! Labels: every single-valued requirement of the instance type (instance type, arch, os,
 //! region, family, size, cpu, memory, ...), the instance's zone, zone id and capacity type,
@@ -14,22 +15,18 @@
 //! hashes of its NodePool and EC2NodeClass and what the instance was launched with — so that a
 //! later change of either drifts the node.
 
-use crate::instance::Instance;
+use dovetail_dataflow::backend::Instance;
 use dovetail_dataflow::model::labels::{
-    CAPACITY_TYPE, HOSTNAME, NODECLASS_HASH, NODEPOOL, NODEPOOL_HASH, ZONE, ZONE_ID,
+    CAPACITY_TYPE, HOSTNAME, NODECLASS_HASH, NODEPOOL, NODEPOOL_HASH, REGISTERED, ZONE, ZONE_ID,
 };
 use dovetail_dataflow::model::{
     EC2NodeClass, InstanceType, LaunchedWith, Node, NodePool, Operator, Requirements, Taint,
 };
 use std::collections::BTreeMap;
 
-/// Set when the Node registers (Karpenter's `karpenter.sh/registered`).
-pub const REGISTERED_LABEL: &str = "karpenter.sh/registered";
-/// Set when the Node is initialised (Karpenter's `karpenter.sh/initialized`).
-pub const INITIALIZED_LABEL: &str = "karpenter.sh/initialized";
-
-/// The image the simulated cloud boots when the EC2NodeClass has no resolved AMI.
-pub const SIM_AMI_ID: &str = "ami-0d07e7a1100000000";
+/// The image recorded when the EC2NodeClass has no resolved AMI (manifests without a status,
+/// the simulated cloud).
+pub const UNRESOLVED_AMI_ID: &str = "ami-0d07e7a1100000000";
 
 /// The single value of each key that `requirements` pins to exactly one value.
 fn single_values(requirements: &Requirements) -> impl Iterator<Item = (&String, &String)> {
@@ -70,7 +67,7 @@ pub fn node_for_instance(
     labels.insert(CAPACITY_TYPE.to_string(), instance.capacity_type.clone());
     labels.insert(HOSTNAME.to_string(), name.clone());
     labels.insert(NODEPOOL.to_string(), nodepool.name.clone());
-    labels.insert(REGISTERED_LABEL.to_string(), "true".to_string());
+    labels.insert(REGISTERED.to_string(), "true".to_string());
 
     let mut taints = nodepool.taints.clone();
     for t in &nodepool.startup_taints {
@@ -97,9 +94,9 @@ pub fn node_for_instance(
 
 /// What the actuator records on a NodeClaim at launch: the drift hashes
 /// (`dovetail.sh/nodepool-hash`, `dovetail.sh/nodeclass-hash`) and the image, subnet, security
-/// groups and enclave setting. The image is the EC2NodeClass's first resolved AMI (the sim's
-/// own when none is resolved). The subnet is recorded only when the EC2NodeClass resolves a
-/// single one: its status lists subnet ids and zones apart, so with several the sim cannot tell
+/// groups and enclave setting. The image is the EC2NodeClass's first resolved AMI (a placeholder
+/// when none is resolved). The subnet is recorded only when the EC2NodeClass resolves a
+/// single one: its status lists subnet ids and zones apart, so with several actuation cannot tell
 /// which one a zone's instance used, and an unknown subnet is never drift where a wrong one
 /// would be.
 pub fn record_launch(node: &mut Node, nodepool: &NodePool, nodeclass: Option<&EC2NodeClass>) {
@@ -118,7 +115,7 @@ pub fn record_launch(node: &mut Node, nodepool: &NodePool, nodeclass: Option<&EC
                 .iter()
                 .next()
                 .cloned()
-                .unwrap_or_else(|| SIM_AMI_ID.to_string()),
+                .unwrap_or_else(|| UNRESOLVED_AMI_ID.to_string()),
         ),
         subnet_id: match status.subnet_ids.len() {
             1 => status.subnet_ids.iter().next().cloned(),

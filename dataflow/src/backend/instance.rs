@@ -1,7 +1,7 @@
-//! A simulated EC2 instance and its lifecycle as the cluster sees it.
+//! An EC2 instance as a `Cloud` reports it, and its lifecycle as the cluster sees it.
 
-use crate::key::OfferingKey;
-use dovetail_dataflow::model::Price;
+use super::offering::OfferingKey;
+use crate::model::Price;
 use serde::{Deserialize, Serialize};
 
 /// Where an instance is in its life. EC2's `pending` / `running` / `shutting-down` /

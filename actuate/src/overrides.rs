@@ -1,9 +1,10 @@
 //! Which offerings a CreateFleet `Type=instant` request for a launch may fill, in the order EC2
-//! tries them.
+//! tries them: the overrides actuation sends, whatever the `Cloud`.
 //!
 //! The rule, as Karpenter's AWS provider builds the request and EC2 fills it:
 //! - An offering is a candidate when its type is one of the launch's instance types, it is
-//!   `available` in the type's offerings, its zone is one of the launch's zones (no zones: any),
+//!   `available` in the type's offerings and not in the capacity-error cache (Karpenter's
+//!   unavailable offerings), its zone is one of the launch's zones (no zones: any),
 //!   its capacity type is one of the launch's capacity types (none: on-demand, Karpenter's
 //!   default), and the launch's requirements allow its zone, zone id and capacity type.
 //! - When the launch allows both spot and on-demand (and no requirement has `minValues`), an
@@ -13,52 +14,17 @@
 //! - One capacity type per request: reserved if allowed and some candidate is reserved, else spot
 //!   likewise, else on-demand (Karpenter's `getCapacityType`). A launch allowing spot and
 //!   on-demand therefore asks for spot only; if every spot pool is out of capacity the request
-//!   fails, and it is the caller (the engine, through an unavailable-offerings fact) that falls
-//!   back to on-demand, as Karpenter does after its ICE cache marks the pools.
+//!   fails, its pools go into the capacity-error cache, and the engine's relaunch falls back to
+//!   on-demand, as Karpenter's does after its ICE cache marks the pools.
 //! - Order: on-demand `lowest-price`; spot `price-capacity-optimized`, modelled as the cheapest
 //!   pool that has capacity — so both are (price, type, zone) ascending, and EC2 skips pools
 //!   without capacity.
 
-use crate::key::OfferingKey;
+use dovetail_dataflow::backend::{FleetOverride, OfferingKey};
 use dovetail_dataflow::decisions::Launch;
 use dovetail_dataflow::model::instance_type::offering_allowed;
-use dovetail_dataflow::model::{InstanceType, Price};
-use serde::{Deserialize, Serialize};
+use dovetail_dataflow::model::InstanceType;
 use std::collections::{BTreeMap, BTreeSet};
-
-/// Why CreateFleet launched nothing.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum FleetError {
-    /// Every candidate offering was out of capacity (InsufficientInstanceCapacity), cheapest
-    /// first.
-    #[error(
-        "InsufficientInstanceCapacity for launch {launch}: no capacity in {}",
-        list(tried)
-    )]
-    InsufficientCapacity {
-        launch: String,
-        tried: Vec<OfferingKey>,
-    },
-    /// No offering matches the launch (unknown types, or zones and capacity types that exclude
-    /// every offering).
-    #[error("launch {launch}: no offering of its instance types matches its zones, capacity types and requirements")]
-    NoMatchingOfferings { launch: String },
-}
-
-fn list(keys: &[OfferingKey]) -> String {
-    keys.iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// One offering a fleet request may fill.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FleetCandidate {
-    pub key: OfferingKey,
-    pub zone_id: String,
-    pub price: Price,
-}
 
 /// The launch's capacity types, on-demand when it names none.
 fn capacity_types(launch: &Launch) -> Vec<&str> {
@@ -73,7 +39,8 @@ fn capacity_types(launch: &Launch) -> Vec<&str> {
 fn allowed(
     launch: &Launch,
     instance_types: &BTreeMap<String, InstanceType>,
-) -> Vec<FleetCandidate> {
+    unavailable: &dyn Fn(&OfferingKey) -> bool,
+) -> Vec<FleetOverride> {
     let cts = capacity_types(launch);
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
@@ -90,8 +57,12 @@ fn allowed(
                 && cts.contains(&o.capacity_type.as_str())
                 && offering_allowed(o, &launch.requirements)
             {
-                out.push(FleetCandidate {
-                    key: OfferingKey::new(&it.name, &o.zone, &o.capacity_type),
+                let key = OfferingKey::new(&it.name, &o.zone, &o.capacity_type);
+                if unavailable(&key) {
+                    continue;
+                }
+                out.push(FleetOverride {
+                    key,
                     zone_id: o.zone_id.clone(),
                     price: o.price,
                 });
@@ -102,7 +73,7 @@ fn allowed(
 }
 
 /// Karpenter's `SpotInstanceFilter` over the candidates (see the module documentation).
-fn spot_filter(launch: &Launch, all: Vec<FleetCandidate>) -> Vec<FleetCandidate> {
+fn spot_filter(launch: &Launch, all: Vec<FleetOverride>) -> Vec<FleetOverride> {
     let cts = capacity_types(launch);
     let min_values = launch
         .requirements
@@ -154,11 +125,15 @@ fn spot_filter(launch: &Launch, all: Vec<FleetCandidate>) -> Vec<FleetCandidate>
 pub fn fleet_capacity_type(
     launch: &Launch,
     instance_types: &BTreeMap<String, InstanceType>,
+    unavailable: &dyn Fn(&OfferingKey) -> bool,
 ) -> Option<String> {
-    choose(&spot_filter(launch, allowed(launch, instance_types)))
+    choose(&spot_filter(
+        launch,
+        allowed(launch, instance_types, unavailable),
+    ))
 }
 
-fn choose(all: &[FleetCandidate]) -> Option<String> {
+fn choose(all: &[FleetOverride]) -> Option<String> {
     ["reserved", "spot", "on-demand"]
         .into_iter()
         .find(|ct| all.iter().any(|c| c.key.capacity_type == *ct))
@@ -167,15 +142,16 @@ fn choose(all: &[FleetCandidate]) -> Option<String> {
 
 /// The offerings the request may fill, in the order EC2 tries them: the chosen capacity type
 /// only, by (price, type, zone).
-pub fn fleet_candidates(
+pub fn fleet_overrides(
     launch: &Launch,
     instance_types: &BTreeMap<String, InstanceType>,
-) -> Vec<FleetCandidate> {
-    let all = spot_filter(launch, allowed(launch, instance_types));
+    unavailable: &dyn Fn(&OfferingKey) -> bool,
+) -> Vec<FleetOverride> {
+    let all = spot_filter(launch, allowed(launch, instance_types, unavailable));
     let Some(ct) = choose(&all) else {
         return Vec::new();
     };
-    let mut out: Vec<FleetCandidate> = all
+    let mut out: Vec<FleetOverride> = all
         .into_iter()
         .filter(|c| c.key.capacity_type == ct)
         .collect();

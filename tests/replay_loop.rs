@@ -2,8 +2,8 @@
 
 mod common;
 use common::*;
+use dovetail::replay::{replay, ReplayOptions, ReplayOutcome};
 use dovetail_ingest::trace::read_trace;
-use dovetail_sim::replay::{replay, ReplayOptions, ReplayOutcome};
 use dovetail_sim::SimConfig;
 
 fn run(lines: &[String], capacity_type: &str, sim: SimConfig) -> ReplayOutcome {
@@ -91,14 +91,14 @@ fn a_trace_delete_of_the_nodepool_takes_its_nodes_and_stops_launches() {
 fn same_trace_and_seed_same_result() {
     let text = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../data/traces/dlrm-sample.jsonl"
+        "/data/traces/dlrm-sample.jsonl"
     ))
     .expect("sample trace");
     let trace = read_trace("dlrm-sample.jsonl", text.as_bytes(), false).expect("sample parses");
     let events = &trace.events[..trace.events.len().min(300)];
     let initial = dovetail_ingest::load_paths(&[concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../data/traces/nodepools.yaml"
+        "/data/traces/nodepools.yaml"
     )
     .into()])
     .expect("nodepools");

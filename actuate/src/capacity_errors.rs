@@ -1,0 +1,53 @@
+//! Karpenter's unavailable-offerings cache: an offering that returned InsufficientInstanceCapacity
+//! (or whose spot instance was interrupted) is not offered to the engine until its time-to-live
+//! ends (3 minutes by default, `unavailableOfferingsTTLSeconds`), after which it is tried again.
+
+use dovetail_dataflow::backend::OfferingKey;
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Default)]
+pub struct UnavailableOfferings {
+    until: BTreeMap<OfferingKey, i64>,
+}
+
+impl UnavailableOfferings {
+    /// Marks `key` unavailable from `now_ms` for `ttl_ms`.
+    pub fn mark(&mut self, key: OfferingKey, now_ms: i64, ttl_ms: i64) {
+        self.until.insert(key, now_ms.saturating_add(ttl_ms));
+    }
+
+    pub fn contains(&self, key: &OfferingKey) -> bool {
+        self.until.contains_key(key)
+    }
+
+    /// Forgets what has expired by `now_ms`; true when something did.
+    pub fn expire(&mut self, now_ms: i64) -> bool {
+        let before = self.until.len();
+        self.until.retain(|_, until| *until > now_ms);
+        self.until.len() != before
+    }
+
+    /// When the next entry expires.
+    pub fn next_expiry_ms(&self) -> Option<i64> {
+        self.until.values().min().copied()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_offering_is_unavailable_for_its_ttl_only() {
+        let k = OfferingKey::new("m5.large", "us-east-1a", "spot");
+        let mut u = UnavailableOfferings::default();
+        u.mark(k.clone(), 1_000, 180_000);
+        assert!(u.contains(&k));
+        assert_eq!(u.next_expiry_ms(), Some(181_000));
+        assert!(!u.expire(180_999));
+        assert!(u.contains(&k));
+        assert!(u.expire(181_000));
+        assert!(!u.contains(&k));
+        assert_eq!(u.next_expiry_ms(), None);
+    }
+}

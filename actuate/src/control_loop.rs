@@ -1,0 +1,157 @@
+//! The control loop: facts in, epochs closed, decision diffs acted on, outcomes back as facts.
+//!
+//! Sources (a trace and the simulated cluster in a replay; watchers and pollers live) set facts;
+//! the loop closes an epoch at a time the driver chooses, hands the decision diffs to the
+//! [`Actuator`], which talks to a [`Cloud`] and a [`Cluster`]. What comes back (capacity errors,
+//! NodeClaims launched) reaches the engine as facts in a later epoch. The loop owns no clock:
+//! `replay` drives it on a virtual clock, `run` will on the wall clock.
+
+use crate::actuator::{ActuationSettings, Actuator};
+use dovetail_dataflow::backend::{Cloud, Cluster};
+use dovetail_dataflow::decisions::Decision;
+use dovetail_dataflow::engine::{Engine, EngineError, QueryBuilder};
+use dovetail_dataflow::fact_set::FactSet;
+use dovetail_dataflow::facts::Fact;
+use hdrhistogram::Histogram;
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+/// The engine, the facts it has been told, and the actuator acting on its decisions.
+pub struct ControlLoop {
+    engine: Engine,
+    facts: FactSet,
+    actuator: Actuator,
+    advances: u64,
+    last_advance_ms: i64,
+    latency_micros: Histogram<u64>,
+}
+
+/// An auto-resizing histogram with three significant figures.
+pub fn histogram() -> Histogram<u64> {
+    // A constant configuration that cannot fail.
+    Histogram::new(3).expect("3 significant figures is a valid histogram precision")
+}
+
+impl ControlLoop {
+    /// Starts the engine with `workers` timely workers and the standing queries `queries`.
+    pub fn start(
+        queries: impl QueryBuilder,
+        workers: usize,
+        settings: ActuationSettings,
+    ) -> Result<ControlLoop, EngineError> {
+        Ok(ControlLoop {
+            engine: Engine::start(workers, queries)?,
+            facts: FactSet::default(),
+            actuator: Actuator::new(settings),
+            advances: 0,
+            last_advance_ms: 0,
+            latency_micros: histogram(),
+        })
+    }
+
+    /// Makes `fact` the one true fact under its key (NodePools and EC2NodeClasses are also what
+    /// actuation launches with).
+    pub fn set_fact(&mut self, fact: Fact) {
+        match &fact {
+            Fact::NodePool(p) => self.actuator.set_nodepool(p.clone()),
+            Fact::NodeClass(c) => self.actuator.set_nodeclass(c.clone()),
+            _ => {}
+        }
+        self.facts.set(fact);
+    }
+
+    /// Retracts the fact under `key` (see [`Fact::describe`]).
+    pub fn remove_fact(&mut self, key: &str) {
+        match self.facts.get(key) {
+            Some(Fact::NodePool(p)) => {
+                let name = p.name.clone();
+                self.actuator.remove_nodepool(&name);
+            }
+            Some(Fact::NodeClass(c)) => {
+                let name = c.name.clone();
+                self.actuator.remove_nodeclass(&name);
+            }
+            _ => {}
+        }
+        self.facts.remove(key);
+    }
+
+    /// Whether facts changed since the last epoch closed.
+    pub fn has_changes(&self) -> bool {
+        self.facts.has_changes()
+    }
+
+    pub fn actuator(&self) -> &Actuator {
+        &self.actuator
+    }
+
+    pub fn actuator_mut(&mut self) -> &mut Actuator {
+        &mut self.actuator
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// How many epochs were closed.
+    pub fn advances(&self) -> u64 {
+        self.advances
+    }
+
+    /// The clock of the last epoch closed.
+    pub fn last_advance_ms(&self) -> i64 {
+        self.last_advance_ms
+    }
+
+    /// Microseconds per [`ControlLoop::advance`].
+    pub fn latency_micros(&self) -> &Histogram<u64> {
+        &self.latency_micros
+    }
+
+    /// Closes the epoch at `now` with what changed and returns the decisions' diffs. Timers
+    /// due before `now` fire first, on the clock they were set for; later epochs at the same
+    /// instant take the next milliseconds.
+    pub fn advance(&mut self, now: i64) -> Result<Vec<(Decision, isize)>, EngineError> {
+        let changes = self.facts.take_changes();
+        let at = (now.max(0) as u64).max(self.engine.epoch());
+        let started = Instant::now();
+        let mut diffs = Vec::new();
+        // With nothing to apply, one advance past `at` fires the same timers.
+        if self.engine.epoch() < at && !changes.is_empty() {
+            diffs = self.engine.advance(at, Vec::new())?;
+            self.advances += 1;
+        }
+        let more = self.engine.advance(at + 1, changes)?;
+        self.advances += 1;
+        let diffs = if diffs.is_empty() {
+            more
+        } else {
+            let mut sum: BTreeMap<Decision, isize> = BTreeMap::new();
+            for (d, r) in diffs.into_iter().chain(more) {
+                *sum.entry(d).or_insert(0) += r;
+            }
+            sum.into_iter().filter(|(_, r)| *r != 0).collect()
+        };
+        let micros = started.elapsed().as_micros() as u64;
+        let _ = self.latency_micros.record(micros.max(1));
+        self.last_advance_ms = now;
+        Ok(diffs)
+    }
+
+    /// After a restart, before the first epoch: finishes what the previous process left between
+    /// creating a NodeClaim and recording its instance (see [`Actuator::recover`]).
+    pub fn recover(&mut self, now: i64, cloud: &mut impl Cloud, cluster: &mut impl Cluster) {
+        self.actuator.recover(now, cloud, cluster);
+    }
+
+    /// Acts on one epoch's diffs through the backends.
+    pub fn act(
+        &mut self,
+        now: i64,
+        diffs: &[(Decision, isize)],
+        cloud: &mut impl Cloud,
+        cluster: &mut impl Cluster,
+    ) {
+        self.actuator.act(now, diffs, cloud, cluster);
+    }
+}

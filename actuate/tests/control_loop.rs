@@ -1,0 +1,443 @@
+//! The control loop driven with a scripted `Cloud` (and the simulated cluster as its `Cluster`):
+//! capacity errors and the engine's relaunch, a cloud that answers epochs late, and restarts
+//! in each crash window between creating a NodeClaim and recording its instance.
+
+use dovetail_actuate::{ActuationSettings, ControlLoop};
+use dovetail_dataflow::backend::{
+    Cloud, CloudEvent, CloudReply, Cluster, FleetRequest, Instance, InstanceState, LaunchError,
+    OfferingKey,
+};
+use dovetail_dataflow::catalog::{embedded, ResolveOptions};
+use dovetail_dataflow::decisions::Decision;
+use dovetail_dataflow::facts::Fact;
+use dovetail_dataflow::model::{EC2NodeClass, InstanceType};
+use dovetail_sim::SimCluster;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What the scripted cloud does with a CreateFleet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Script {
+    /// Carry it out; the answer arrives after `delay` polls.
+    Answer { delay: usize },
+    /// The process died before the call left: nothing happens.
+    NeverSent,
+    /// The call was carried out but its answer never reached the caller.
+    AnswerLost,
+}
+
+/// EC2 as a script: offerings in `ice` have no capacity; every request is recorded.
+struct ScriptedCloud {
+    script: Script,
+    ice: BTreeSet<OfferingKey>,
+    requests: Vec<FleetRequest>,
+    instances: BTreeMap<String, Instance>,
+    by_token: BTreeMap<String, String>,
+    /// Answers held back, with the polls each still waits.
+    held: Vec<(usize, CloudReply)>,
+}
+
+impl ScriptedCloud {
+    fn new(script: Script) -> ScriptedCloud {
+        ScriptedCloud {
+            script,
+            ice: BTreeSet::new(),
+            requests: Vec::new(),
+            instances: BTreeMap::new(),
+            by_token: BTreeMap::new(),
+            held: Vec::new(),
+        }
+    }
+
+    fn launch(&mut self, now_ms: i64, r: &FleetRequest) -> Result<Instance, LaunchError> {
+        if let Some(i) = self.by_token.get(&r.client_token) {
+            return Ok(self.instances[i].clone());
+        }
+        let mut tried = Vec::new();
+        for o in &r.overrides {
+            if self.ice.contains(&o.key) {
+                tried.push(o.key.clone());
+                continue;
+            }
+            let id = format!("i-{:017x}", self.instances.len() + 1);
+            let instance = Instance {
+                id: id.clone(),
+                launch: r.nodeclaim.clone(),
+                nodepool: r.nodepool.clone(),
+                instance_type: o.key.instance_type.clone(),
+                zone: o.key.zone.clone(),
+                zone_id: o.zone_id.clone(),
+                region: "us-east-1".into(),
+                capacity_type: o.key.capacity_type.clone(),
+                price: o.price,
+                launched_ms: now_ms,
+                running_ms: now_ms,
+                state: InstanceState::Running,
+                interruption_warning_ms: None,
+                stopped_ms: None,
+                fleet_errors: tried,
+            };
+            self.by_token.insert(r.client_token.clone(), id.clone());
+            self.instances.insert(id, instance.clone());
+            return Ok(instance);
+        }
+        Err(LaunchError::InsufficientCapacity { tried })
+    }
+}
+
+impl Cloud for ScriptedCloud {
+    fn create_fleet(&mut self, now_ms: i64, request: FleetRequest) {
+        self.requests.push(request.clone());
+        let delay = match self.script {
+            Script::NeverSent => return,
+            Script::AnswerLost => {
+                let _ = self.launch(now_ms, &request);
+                return;
+            }
+            Script::Answer { delay } => delay,
+        };
+        let result = self.launch(now_ms, &request).map(Box::new);
+        self.held.push((
+            delay,
+            CloudReply::Launched {
+                nodeclaim: request.nodeclaim,
+                result,
+            },
+        ));
+    }
+
+    fn terminate(&mut self, _now_ms: i64, instance_id: &str) {
+        if let Some(i) = self.instances.get_mut(instance_id) {
+            i.state = InstanceState::Terminated;
+        }
+    }
+
+    fn poll_replies(&mut self, _now_ms: i64) -> Vec<CloudReply> {
+        let mut due = Vec::new();
+        let mut later = Vec::new();
+        for (wait, reply) in std::mem::take(&mut self.held) {
+            if wait == 0 {
+                due.push(reply);
+            } else {
+                later.push((wait - 1, reply));
+            }
+        }
+        self.held = later;
+        due
+    }
+
+    fn poll_events(&mut self, _now_ms: i64) -> Vec<CloudEvent> {
+        Vec::new()
+    }
+
+    fn instance(&self, id: &str) -> Option<&Instance> {
+        self.instances.get(id)
+    }
+
+    fn instance_for_nodeclaim(&self, nodeclaim: &str) -> Option<&Instance> {
+        self.instances
+            .values()
+            .find(|i| i.launch == nodeclaim && i.state.is_alive())
+    }
+
+    fn instances(&self) -> Vec<&Instance> {
+        self.instances.values().collect()
+    }
+}
+
+const POOL: &str = r#"
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+        - {key: karpenter.sh/capacity-type, operator: In, values: [spot, on-demand]}
+        - {key: karpenter.k8s.aws/instance-family, operator: In, values: [m5]}
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec: {}
+status:
+  subnets: [{id: subnet-a, zone: us-east-1a}]
+"#;
+
+fn pod_yaml(name: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  containers:\n  - name: c\n    image: i\n    resources: {{requests: {{cpu: '1', memory: 1Gi}}}}\n"
+    )
+}
+
+/// The loop, the scripted cloud, the simulated cluster as the `Cluster`, and a source that
+/// tells the engine what the cluster lists (pods, NodeClaims launched) and the instance types
+/// with the actuator's capacity errors applied.
+struct Harness {
+    control: ControlLoop,
+    cloud: ScriptedCloud,
+    cluster: SimCluster,
+    classes: Vec<EC2NodeClass>,
+    node_facts: BTreeSet<String>,
+    now: i64,
+}
+
+fn catalogue() -> Vec<InstanceType> {
+    embedded("us-east-1")
+        .expect("catalogue")
+        .instance_types(&ResolveOptions::default())
+}
+
+impl Harness {
+    fn new(cloud: ScriptedCloud, cluster: SimCluster, now: i64) -> Harness {
+        let manifests = dovetail_ingest::load_str("pool.yaml", POOL).expect("pool parses");
+        let mut control = ControlLoop::start(
+            dovetail_queries::standing_queries,
+            1,
+            ActuationSettings::default(),
+        )
+        .expect("engine starts");
+        control.actuator_mut().set_instance_types(
+            catalogue()
+                .into_iter()
+                .map(|t| (t.name.clone(), t))
+                .collect(),
+        );
+        for p in manifests.nodepools {
+            control.set_fact(Fact::NodePool(p));
+        }
+        for c in &manifests.nodeclasses {
+            control.set_fact(Fact::NodeClass(c.clone()));
+        }
+        Harness {
+            control,
+            cloud,
+            cluster,
+            classes: manifests.nodeclasses,
+            node_facts: BTreeSet::new(),
+            now,
+        }
+    }
+
+    fn add_pod(&mut self, name: &str) {
+        let m = dovetail_ingest::load_str("pod.yaml", &pod_yaml(name)).expect("pod parses");
+        for p in m.pods {
+            self.cluster.add_pod(self.now, p).expect("new pod");
+        }
+    }
+
+    /// What the engine is told, read only from the backends' listings and the actuator's
+    /// capacity-error cache.
+    fn sync(&mut self) {
+        let pods: Vec<_> = self.cluster.pods().cloned().collect();
+        for p in pods {
+            self.control.set_fact(Fact::Pod(p));
+        }
+        let nodes: Vec<_> = Cluster::nodeclaims(&self.cluster)
+            .into_iter()
+            .filter_map(|c| c.status.clone())
+            .collect();
+        let names: BTreeSet<String> = nodes.iter().map(|n| n.name.clone()).collect();
+        for gone in self.node_facts.difference(&names) {
+            self.control.remove_fact(&format!("Node {gone}"));
+        }
+        for n in nodes {
+            self.control.set_fact(Fact::Node(n));
+        }
+        self.node_facts = names;
+        for class in &self.classes {
+            for mut it in embedded("us-east-1")
+                .expect("catalogue")
+                .instance_types(&ResolveOptions::for_node_class(class))
+            {
+                for o in it.offerings.iter_mut() {
+                    let key = OfferingKey::new(&it.name, &o.zone, &o.capacity_type);
+                    o.available = !self.control.actuator().offering_unavailable(&key);
+                }
+                self.control.set_fact(Fact::InstanceType {
+                    node_class: class.name.clone(),
+                    instance_type: it,
+                });
+            }
+        }
+    }
+
+    /// Closes one epoch a second after the last and acts on it; returns its diffs.
+    fn epoch(&mut self) -> Vec<(Decision, isize)> {
+        self.now += 1_000;
+        self.sync();
+        let diffs = self.control.advance(self.now).expect("engine advances");
+        self.control
+            .act(self.now, &diffs, &mut self.cloud, &mut self.cluster);
+        diffs
+    }
+
+    /// `n` more epochs: what an answer or a capacity error changed reaches the engine one
+    /// epoch after the act.
+    fn settle(&mut self, n: usize) {
+        for _ in 0..n {
+            self.epoch();
+        }
+    }
+
+    fn launches(&self) -> usize {
+        self.control
+            .engine()
+            .decisions()
+            .iter()
+            .filter(|d| matches!(d, Decision::Launch(_)))
+            .count()
+    }
+}
+
+fn alive(cloud: &ScriptedCloud) -> usize {
+    cloud
+        .instances
+        .values()
+        .filter(|i| i.state.is_alive())
+        .count()
+}
+
+#[test]
+fn a_capacity_error_makes_the_engine_relaunch_on_another_offering() {
+    let mut cloud = ScriptedCloud::new(Script::Answer { delay: 0 });
+    // No spot m5 anywhere: the spot-first request fails, as Karpenter's would.
+    for t in catalogue().iter().filter(|t| t.name.starts_with("m5.")) {
+        for o in t.offerings.iter().filter(|o| o.capacity_type == "spot") {
+            cloud
+                .ice
+                .insert(OfferingKey::new(&t.name, &o.zone, &o.capacity_type));
+        }
+    }
+    let mut h = Harness::new(cloud, SimCluster::new(), 0);
+    h.add_pod("a");
+    h.settle(10);
+
+    let requests = &h.cloud.requests;
+    assert_eq!(
+        requests.len(),
+        2,
+        "{requests:#?} {:#?}",
+        h.control.engine().decisions()
+    );
+    assert_eq!(requests[0].capacity_type, "spot");
+    assert_eq!(requests[1].capacity_type, "on-demand");
+    assert!(requests[1]
+        .overrides
+        .iter()
+        .all(|o| !h.cloud.ice.contains(&o.key)));
+    assert_eq!(alive(&h.cloud), 1);
+    let first = &requests[0].overrides[0].key;
+    assert!(h.control.actuator().offering_unavailable(first));
+    assert_eq!(
+        h.control.actuator().stats().capacity_errors as usize,
+        requests[0].overrides.len()
+    );
+    // The failed NodeClaim is gone; the one launched holds the pod.
+    let claims = Cluster::nodeclaims(&h.cluster);
+    assert_eq!(claims.len(), 1);
+    assert_eq!(
+        claims[0]
+            .status
+            .as_ref()
+            .map(|n| n.labels["karpenter.sh/capacity-type"].as_str()),
+        Some("on-demand")
+    );
+    assert_eq!(
+        h.launches(),
+        0,
+        "the pod is bound to the in-flight NodeClaim"
+    );
+}
+
+#[test]
+fn a_cloud_answering_three_epochs_late_does_not_stall_the_loop_or_launch_twice() {
+    let mut h = Harness::new(
+        ScriptedCloud::new(Script::Answer { delay: 3 }),
+        SimCluster::new(),
+        0,
+    );
+    h.add_pod("a");
+    h.epoch();
+    assert_eq!(h.cloud.requests.len(), 1);
+    let claim = h.cloud.requests[0].nodeclaim.clone();
+    // The NodeClaim records the intent before the answer; epochs keep closing meanwhile. The
+    // answer is held for three polls of the loop, one per epoch: the call's own and the next two.
+    for _ in 0..2 {
+        let before = h.control.engine().epoch();
+        h.epoch();
+        assert!(h.control.engine().epoch() > before, "an epoch closed");
+        let c = h.cluster.nodeclaim(&claim).expect("the NodeClaim exists");
+        assert!(c.status.is_none(), "no answer yet");
+        assert_eq!(h.cloud.requests.len(), 1, "nothing launched twice");
+        assert_eq!(h.launches(), 1, "the launch is still the engine's decision");
+    }
+    // A pod arriving while the call is out changes the plan, not the call already made.
+    h.add_pod("b");
+    h.epoch();
+    let c = h.cluster.nodeclaim(&claim).expect("the NodeClaim exists");
+    assert!(
+        c.status.is_some(),
+        "the answer arrived three epochs after the call"
+    );
+    h.settle(5);
+    assert_eq!(h.launches(), 0, "{:?}", h.control.engine().decisions());
+    assert_eq!(
+        h.cloud.requests.len(),
+        Cluster::nodeclaims(&h.cluster).len(),
+        "one CreateFleet per NodeClaim"
+    );
+}
+
+/// Runs a loop until its first CreateFleet under `script`, stops it, and starts a new loop on
+/// the same cloud and cluster (what they list is all it knows) with a cloud that answers.
+fn restart_after(script: Script) -> Harness {
+    let mut h = Harness::new(ScriptedCloud::new(script), SimCluster::new(), 0);
+    h.add_pod("a");
+    h.add_pod("b");
+    h.epoch();
+    assert_eq!(h.cloud.requests.len(), 1);
+    let claims = Cluster::nodeclaims(&h.cluster).len();
+    assert_eq!(claims, 1, "the NodeClaim was created before the call");
+    let Harness {
+        mut cloud,
+        cluster,
+        now,
+        ..
+    } = h;
+    cloud.script = Script::Answer { delay: 0 };
+    let mut h = Harness::new(cloud, cluster, now);
+    h.control.recover(h.now, &mut h.cloud, &mut h.cluster);
+    h.settle(10);
+    h
+}
+
+#[test]
+fn a_restart_after_the_nodeclaim_and_before_the_call_launches_it_once() {
+    let h = restart_after(Script::NeverSent);
+    assert_eq!(alive(&h.cloud), 1, "{:#?}", h.cloud.requests);
+    assert_eq!(Cluster::nodeclaims(&h.cluster).len(), 1);
+    assert_eq!(
+        h.cloud.requests[0].client_token, h.cloud.requests[1].client_token,
+        "resubmitted under the same token"
+    );
+    assert_eq!(h.launches(), 0, "both pods are on the one NodeClaim");
+}
+
+#[test]
+fn a_restart_after_the_call_and_before_the_instance_is_recorded_launches_nothing_more() {
+    let h = restart_after(Script::AnswerLost);
+    assert_eq!(
+        h.cloud.requests.len(),
+        1,
+        "the instance found, not relaunched"
+    );
+    assert_eq!(alive(&h.cloud), 1);
+    let claims = Cluster::nodeclaims(&h.cluster);
+    assert_eq!(claims.len(), 1);
+    assert_eq!(
+        claims[0].instance_id(),
+        h.cloud.instances.keys().next().map(String::as_str)
+    );
+    assert_eq!(h.launches(), 0);
+}

@@ -1,0 +1,23 @@
+//! What the simulated cluster keeps per node and per pod; the scheduler's filters (`fit`) read
+//! it as the cluster (`cluster`) writes it.
+
+use dovetail_dataflow::model::{Node, Pod, Resources, Taint};
+use std::collections::BTreeSet;
+
+#[derive(Debug, Clone)]
+pub(crate) struct NodeState {
+    pub(crate) node: Node,
+    pub(crate) startup_taints: Vec<Taint>,
+    pub(crate) ready: bool,
+    /// Sum of the effective requests of the pods bound here.
+    pub(crate) requested: Resources,
+    pub(crate) pods: BTreeSet<String>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct PodState {
+    pub(crate) pod: Pod,
+    pub(crate) created_ms: i64,
+    pub(crate) seq: u64,
+    pub(crate) pending_since_ms: Option<i64>,
+}

@@ -1,0 +1,43 @@
+//! The engine's view of nodes. A registered node is the cluster's Node as Karpenter reads it:
+//! startup taints do not block scheduling (Karpenter ignores them when planning), `Ready` until
+//! initialised is false, the NodeClaim's `lastPodEventTime` is carried. A NodeClaim launched and
+//! not registered yet is its in-flight record. Changes are collected per node and sent once per
+//! epoch.
+
+use super::world::World;
+use dovetail_dataflow::facts::Fact;
+use dovetail_dataflow::model::labels::NODEPOOL;
+use dovetail_dataflow::model::Node;
+
+impl World {
+    /// Sends the engine the current fact of every node changed since the last call.
+    pub(super) fn sync_nodes(&mut self) {
+        for name in std::mem::take(&mut self.dirty_nodes) {
+            match self.node_fact(&name) {
+                Some(n) => self.control.set_fact(Fact::Node(n)),
+                None => self.control.remove_fact(&format!("Node {name}")),
+            }
+        }
+    }
+
+    fn node_fact(&self, name: &str) -> Option<Node> {
+        let Some(node) = self.cluster.node(name) else {
+            return self
+                .cluster
+                .nodeclaim_of_node(name)
+                .filter(|c| !c.registered)
+                .and_then(|c| c.status.clone());
+        };
+        let mut n = node.clone();
+        if let Some(pool) = n
+            .labels
+            .get(NODEPOOL)
+            .and_then(|p| self.control.actuator().nodepool(p))
+        {
+            n.taints.retain(|t| !pool.startup_taints.contains(t));
+        }
+        n.not_ready = !self.cluster.is_ready(name);
+        n.last_pod_event_ms = self.pod_events.get(name).copied();
+        Some(n)
+    }
+}
