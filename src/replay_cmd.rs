@@ -3,6 +3,7 @@
 use anyhow::{Context, Result};
 use clap::Args;
 use dovetail::replay::{replay, write_report, Progress, ReplayOptions, ReplaySummary};
+use dovetail_actuate::BatchWindow;
 use dovetail_sim::SimConfig;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -36,6 +37,46 @@ pub struct ReplayArgs {
     /// Print the summary as JSON instead of text.
     #[arg(long)]
     json: bool,
+    /// Provisioning batch window, Karpenter's (`1s-10s`: a batch of new pending pods closes
+    /// after 1 s without a new one, or 10 s after it opened), another `IDLE-MAX` in
+    /// milliseconds or with `s`, or `off` (provisioning reacts at once).
+    #[arg(long, default_value = "off", value_parser = parse_batch_window)]
+    batch_window: BatchWindow,
+}
+
+/// `off`, or `IDLE-MAX` with each a number of milliseconds or of seconds (`1s-10s`).
+fn parse_batch_window(text: &str) -> Result<BatchWindow, String> {
+    if text == "off" {
+        return Ok(BatchWindow::OFF);
+    }
+    let ms = |part: &str| -> Result<i64, String> {
+        let (number, scale) = match part.strip_suffix("ms") {
+            Some(n) => (n, 1),
+            None => match part.strip_suffix('s') {
+                Some(n) => (n, 1_000),
+                None => (part, 1),
+            },
+        };
+        number
+            .parse::<i64>()
+            .ok()
+            .filter(|n| *n > 0)
+            .and_then(|n| n.checked_mul(scale))
+            .ok_or_else(|| format!("{part:?} is not a positive duration (e.g. 1s, 500ms)"))
+    };
+    let (idle, max) = text
+        .split_once('-')
+        .ok_or_else(|| format!("{text:?}: expected off or IDLE-MAX, e.g. 1s-10s"))?;
+    let (idle, max) = (ms(idle)?, ms(max)?);
+    if max < idle {
+        return Err(format!(
+            "{text:?}: the maximum is shorter than the idle time"
+        ));
+    }
+    Ok(BatchWindow {
+        idle_ms: idle,
+        max_ms: max,
+    })
 }
 
 fn progress_printer() -> impl FnMut(Progress) {
@@ -105,6 +146,7 @@ pub fn run(args: ReplayArgs) -> Result<()> {
         workers: args.workers,
         speed: args.speed,
         trace_name: file.clone(),
+        batch_window: args.batch_window,
         ..ReplayOptions::default()
     };
     let mut outcome = replay(&trace.events, &initial, &opts, progress_printer())?;
@@ -205,4 +247,26 @@ fn summary_text(s: &ReplaySummary) -> String {
         let _ = writeln!(out, "note: {n}");
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batch_windows_parse_as_karpenter_writes_them() {
+        assert_eq!(parse_batch_window("off"), Ok(BatchWindow::OFF));
+        assert_eq!(parse_batch_window("1s-10s"), Ok(BatchWindow::KARPENTER));
+        assert_eq!(
+            parse_batch_window("500ms-2000"),
+            Ok(BatchWindow {
+                idle_ms: 500,
+                max_ms: 2_000
+            })
+        );
+        assert!(parse_batch_window("10s-1s").is_err());
+        assert!(parse_batch_window("1s").is_err());
+        assert!(parse_batch_window("-1s-10s").is_err());
+        assert!(parse_batch_window("0s-10s").is_err());
+    }
 }

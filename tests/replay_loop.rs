@@ -122,3 +122,35 @@ fn same_trace_and_seed_same_result() {
     assert_eq!(a.instances, b.instances);
     assert!(a.summary.nodes_launched > 10, "{:?}", a.summary);
 }
+
+/// Three pods 400 ms apart: without a window each is planned as it arrives, and the first
+/// launch cannot hold the later ones; with Karpenter's window (1 s idle, 10 s max) they are
+/// planned together 1 s after the last, onto one node, as Karpenter's batcher would.
+#[test]
+fn karpenter_batch_window_plans_a_burst_together() {
+    let lines: Vec<String> = (0..3)
+        .map(|i| pod_line(i * 400, &format!("p{i}"), "1"))
+        .collect();
+    let text = std::iter::once(HEADER.to_string())
+        .chain(lines.iter().cloned())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let trace = read_trace("burst.jsonl", text.as_bytes(), false).expect("trace parses");
+    let run = |window| {
+        let opts = ReplayOptions {
+            sim: quiet(),
+            batch_window: window,
+            ..ReplayOptions::default()
+        };
+        replay(&trace.events, &m5_pool("on-demand"), &opts, |_| {}).expect("replay runs")
+    };
+    let off = run(dovetail_actuate::BatchWindow::OFF);
+    assert_eq!(off.instances[0].launched_ms, 0, "{:?}", off.instances);
+    assert!(off.instances.len() > 1, "{:?}", off.instances);
+
+    let batched = run(dovetail_actuate::BatchWindow::KARPENTER);
+    assert_eq!(batched.instances.len(), 1, "{:?}", batched.instances);
+    assert_eq!(batched.instances[0].launched_ms, 800 + 1_000);
+    assert_eq!(batched.instances[0].instance_type, cheapest_m5_for(3).0);
+    assert_eq!(batched.summary.pods_never_scheduled, 0);
+}

@@ -7,6 +7,7 @@
 //! `replay` drives it on a virtual clock, `run` will on the wall clock.
 
 use crate::actuator::{ActuationSettings, Actuator};
+use crate::batching::{Batch, BatchWindow};
 use dovetail_dataflow::backend::{Cloud, Cluster};
 use dovetail_dataflow::decisions::Decision;
 use dovetail_dataflow::engine::{Engine, EngineError, QueryBuilder};
@@ -21,6 +22,10 @@ pub struct ControlLoop {
     engine: Engine,
     facts: FactSet,
     actuator: Actuator,
+    window: BatchWindow,
+    batch: Batch,
+    /// The latest time a source or the driver has told the loop.
+    clock_ms: i64,
     advances: u64,
     last_advance_ms: i64,
     latency_micros: Histogram<u64>,
@@ -43,25 +48,66 @@ impl ControlLoop {
             engine: Engine::start(workers, queries)?,
             facts: FactSet::default(),
             actuator: Actuator::new(settings),
+            window: BatchWindow::OFF,
+            batch: Batch::default(),
+            clock_ms: 0,
             advances: 0,
             last_advance_ms: 0,
             latency_micros: histogram(),
         })
     }
 
+    /// Batches new pending pods in `window` from now on (see [`crate::batching`]).
+    pub fn set_batch_window(&mut self, window: BatchWindow) {
+        self.window = window;
+    }
+
+    /// Tells the loop the time: facts set from now on arrived at `now_ms`.
+    pub fn set_clock(&mut self, now_ms: i64) {
+        self.clock_ms = self.clock_ms.max(now_ms);
+    }
+
     /// Makes `fact` the one true fact under its key (NodePools and EC2NodeClasses are also what
-    /// actuation launches with).
+    /// actuation launches with). A pod the engine has not seen pending is held until its batch
+    /// closes.
     pub fn set_fact(&mut self, fact: Fact) {
-        match &fact {
-            Fact::NodePool(p) => self.actuator.set_nodepool(p.clone()),
-            Fact::NodeClass(c) => self.actuator.set_nodeclass(c.clone()),
+        match fact {
+            Fact::NodePool(ref p) => self.actuator.set_nodepool(p.clone()),
+            Fact::NodeClass(ref c) => self.actuator.set_nodeclass(c.clone()),
+            Fact::Pod(p) if !self.window.is_off() => {
+                let key = p.key();
+                let pending = p.node_name.is_none();
+                if self.batch.holds(&key) {
+                    if !pending {
+                        self.batch.forget(&key);
+                        self.facts.set(Fact::Pod(p));
+                    } else if let Some(p) = self.batch.update(p) {
+                        self.facts.set(Fact::Pod(p));
+                    }
+                } else if pending && self.facts.get(&format!("Pod {key}")).is_none() {
+                    self.batch.hold(self.clock_ms, p);
+                } else {
+                    self.facts.set(Fact::Pod(p));
+                }
+                return;
+            }
             _ => {}
         }
         self.facts.set(fact);
     }
 
+    /// When the open batch closes, for the driver to close an epoch then.
+    pub fn next_batch_close_ms(&self) -> Option<i64> {
+        self.batch.closes_at(self.window)
+    }
+
     /// Retracts the fact under `key` (see [`Fact::describe`]).
     pub fn remove_fact(&mut self, key: &str) {
+        if let Some(pod) = key.strip_prefix("Pod ") {
+            if self.batch.forget(pod) {
+                return;
+            }
+        }
         match self.facts.get(key) {
             Some(Fact::NodePool(p)) => {
                 let name = p.name.clone();
@@ -76,7 +122,8 @@ impl ControlLoop {
         self.facts.remove(key);
     }
 
-    /// Whether facts changed since the last epoch closed.
+    /// Whether facts changed since the last epoch closed (pods held in an open batch do not
+    /// count until it closes).
     pub fn has_changes(&self) -> bool {
         self.facts.has_changes()
     }
@@ -112,6 +159,10 @@ impl ControlLoop {
     /// due before `now` fire first, on the clock they were set for; later epochs at the same
     /// instant take the next milliseconds.
     pub fn advance(&mut self, now: i64) -> Result<Vec<(Decision, isize)>, EngineError> {
+        self.set_clock(now);
+        for pod in self.batch.release(now, self.window) {
+            self.facts.set(Fact::Pod(pod));
+        }
         let changes = self.facts.take_changes();
         let at = (now.max(0) as u64).max(self.engine.epoch());
         let started = Instant::now();

@@ -5,6 +5,7 @@
 
 mod actions;
 mod actuator;
+pub mod batching;
 pub mod capacity_errors;
 mod control_loop;
 pub mod disruption;
@@ -15,5 +16,6 @@ pub mod registration;
 
 pub use actions::{actions, Action};
 pub use actuator::{ActuationSettings, ActuationStats, Actuator};
+pub use batching::BatchWindow;
 pub use control_loop::{histogram, ControlLoop};
 pub use disruption::POLL_INTERVAL_MS;

@@ -2,12 +2,14 @@
 //! (`dovetail-sim`), with the real engine making every decision and the control loop
 //! (`dovetail-actuate`) acting on them through the simulated `Cloud` and `Cluster`.
 
+mod error;
 mod node_facts;
 mod report;
 mod run;
 mod summary;
 mod world;
 
+pub use error::ReplayError;
 pub use report::{svg_line_chart, write_report, Series};
-pub use run::{replay, Progress, ReplayError, ReplayOptions, ReplayOutcome};
+pub use run::{replay, Progress, ReplayOptions, ReplayOutcome};
 pub use summary::{CapacityTypeUsage, Percentiles, ReplaySummary, TimelineRow};

@@ -6,28 +6,18 @@
 //! then repeats — up to a bound — letting the simulated kube-scheduler bind what it can, telling
 //! the engine what changed and acting on its decisions, until nothing changes.
 
+use super::error::ReplayError;
 use super::summary::{CapacityTypeUsage, Percentiles, ReplaySummary, TimelineRow};
 use super::world::World;
-use dovetail_actuate::{histogram, POLL_INTERVAL_MS};
+use dovetail_actuate::{histogram, BatchWindow, POLL_INTERVAL_MS};
 use dovetail_dataflow::decisions::Decision;
 use dovetail_ingest::trace::{AppliedObject, TimedEvent};
 use dovetail_ingest::Manifests;
 use dovetail_sim::SimConfig;
 use std::time::Instant;
-use thiserror::Error;
 
 /// How many times the engine may replan at one instant.
 const MAX_STEPS_PER_INSTANT: usize = 8;
-
-#[derive(Debug, Error)]
-pub enum ReplayError {
-    #[error("simulated cloud: {0}")]
-    Cloud(String),
-    #[error("engine: {0}")]
-    Engine(#[from] dovetail_dataflow::engine::EngineError),
-    #[error("catalogue: {0}")]
-    Catalog(#[from] dovetail_dataflow::catalog::CatalogError),
-}
 
 /// How to replay.
 #[derive(Debug, Clone)]
@@ -41,6 +31,9 @@ pub struct ReplayOptions {
     pub speed: Option<f64>,
     /// A name for the trace in the summary.
     pub trace_name: String,
+    /// Karpenter's provisioning batch window (new pending pods wait for it to close), or
+    /// [`BatchWindow::OFF`]: provisioning reacts at once.
+    pub batch_window: BatchWindow,
 }
 
 impl Default for ReplayOptions {
@@ -51,6 +44,7 @@ impl Default for ReplayOptions {
             workers: 1,
             speed: None,
             trace_name: String::new(),
+            batch_window: BatchWindow::OFF,
         }
     }
 }
@@ -84,6 +78,7 @@ pub fn replay(
     // Disruption is decided once per poll, at multiples of the interval, as Karpenter's loop.
     let queries = dovetail_queries::standing_queries_polled(POLL_INTERVAL_MS as u64);
     let mut w = World::new(&opts.sim, queries, opts.workers)?;
+    w.control.set_batch_window(opts.batch_window);
     for p in &initial.nodepools {
         w.apply(&AppliedObject::NodePool(p.clone()));
     }
@@ -120,6 +115,7 @@ pub fn replay(
             w.control.actuator().next_expiry_ms(),
             poll,
             w.control.actuator().next_validation_ms(last_t),
+            w.control.next_batch_close_ms(),
         ];
         let Some(now) = candidates.into_iter().flatten().min() else {
             break;
@@ -137,6 +133,7 @@ pub fn replay(
         w.timeline_until(now, &mut next_minute, &mut timeline);
         lower_bound_usd += w.lower_bound.dollars() * (now - last_t) as f64 / 3_600_000.0;
         last_t = now;
+        w.control.set_clock(now);
 
         while let Some(e) = events.get(idx).filter(|e| e.t as i64 <= now) {
             w.event(now, e)?;

@@ -4,7 +4,7 @@
 //! in `node_facts.rs`; acting on decisions is the control loop's (`dovetail_actuate`); the
 //! driver's clock in `run.rs`.
 
-use super::run::ReplayError;
+use super::error::ReplayError;
 use super::summary::TimelineRow;
 use dovetail_actuate::{ActuationSettings, ControlLoop};
 use dovetail_dataflow::backend::{CloudEvent, CloudEventKind, Instance, OfferingKey};

@@ -1,0 +1,13 @@
+//! Why a replay stopped.
+
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum ReplayError {
+    #[error("simulated cloud: {0}")]
+    Cloud(String),
+    #[error("engine: {0}")]
+    Engine(#[from] dovetail_dataflow::engine::EngineError),
+    #[error("catalogue: {0}")]
+    Catalog(#[from] dovetail_dataflow::catalog::CatalogError),
+}
