@@ -78,27 +78,14 @@ impl Actuator {
                 }
                 None => {
                     tracing::info!(nodeclaim = %claim.name, "resubmitting a launch that never reached the cloud");
-                    let unavailable = |k: &OfferingKey| self.unavailable.contains(k);
-                    let overrides =
-                        fleet_overrides(&claim.launch, &self.instance_types, &unavailable);
-                    let Some(capacity_type) =
-                        overrides.first().map(|o| o.key.capacity_type.clone())
-                    else {
-                        cluster.delete_nodeclaim(now_ms, &claim.name);
-                        continue;
-                    };
-                    self.in_flight_calls
-                        .insert(claim.name.clone(), Purpose::Provisioning);
-                    cloud.create_fleet(
-                        now_ms,
-                        FleetRequest {
-                            nodeclaim: claim.name.clone(),
-                            nodepool: claim.nodepool.clone(),
-                            client_token: claim.name.clone(),
-                            capacity_type,
-                            overrides,
-                        },
-                    );
+                    match self.fleet_request(&claim.launch) {
+                        Some(request) => {
+                            self.in_flight_calls
+                                .insert(claim.name.clone(), Purpose::Provisioning);
+                            cloud.create_fleet(now_ms, request);
+                        }
+                        None => cluster.delete_nodeclaim(now_ms, &claim.name),
+                    }
                 }
             }
         }
@@ -118,9 +105,7 @@ impl Actuator {
         launch.name = unique_nodeclaim_name(&launch.name, |n| {
             cluster.nodeclaim(n).is_some() || self.in_flight_calls.contains_key(n)
         });
-        let unavailable = |k: &OfferingKey| self.unavailable.contains(k);
-        let overrides = fleet_overrides(&launch, &self.instance_types, &unavailable);
-        let Some(capacity_type) = overrides.first().map(|o| o.key.capacity_type.clone()) else {
+        let Some(request) = self.fleet_request(&launch) else {
             self.notes
                 .insert("some launches matched no offering the cloud sells".to_string());
             return Err(LaunchError::NoMatchingOfferings);
@@ -145,17 +130,24 @@ impl Actuator {
             },
         );
         self.in_flight_calls.insert(name.clone(), purpose);
-        cloud.create_fleet(
-            now_ms,
-            FleetRequest {
-                nodeclaim: name.clone(),
-                nodepool: launch.nodepool,
-                client_token: name.clone(),
-                capacity_type,
-                overrides,
-            },
-        );
+        cloud.create_fleet(now_ms, request);
         Ok(name)
+    }
+
+    /// CreateFleet for the NodeClaim `launch.name`: the overrides Karpenter would send, minus
+    /// the offerings in the capacity-error cache, under the NodeClaim's name as client token;
+    /// `None` when no offering is left.
+    fn fleet_request(&self, launch: &Launch) -> Option<FleetRequest> {
+        let unavailable = |k: &OfferingKey| self.unavailable.contains(k);
+        let overrides = fleet_overrides(launch, &self.instance_types, &unavailable);
+        let capacity_type = overrides.first()?.key.capacity_type.clone();
+        Some(FleetRequest {
+            nodeclaim: launch.name.clone(),
+            nodepool: launch.nodepool.clone(),
+            client_token: launch.name.clone(),
+            capacity_type,
+            overrides,
+        })
     }
 
     /// CreateFleet answered for `claim`: record the instance on its NodeClaim, or the capacity
