@@ -138,7 +138,7 @@ fn a_spot_interruption_drains_the_node_onto_a_replacement_without_losing_pods() 
     let pools = nodepool(
         &[
             "{key: karpenter.sh/capacity-type, operator: In, values: [spot]}",
-            "{key: node.kubernetes.io/instance-type, operator: In, values: [m5.xlarge]}",
+            "{key: node.kubernetes.io/instance-type, operator: In, values: [m5.xlarge, m5.2xlarge]}",
         ],
         "",
         "",
@@ -155,6 +155,10 @@ fn a_spot_interruption_drains_the_node_onto_a_replacement_without_losing_pods() 
     // The replacement is launched at the warning; the node is drained and terminated before
     // EC2 would have reclaimed it.
     assert_eq!(second.launched_ms, 300_000);
+    // Karpenter marks the reclaimed spot pool unavailable (interruption controller): the
+    // replacement goes to the other type.
+    assert_eq!(first.instance_type, "m5.xlarge");
+    assert_eq!(second.instance_type, "m5.2xlarge");
     let stopped = first.stopped_ms.expect("terminated");
     assert!(
         (300_000..=300_000 + INTERRUPTION_WARNING_MS).contains(&stopped),

@@ -13,6 +13,7 @@ use crate::capacity_errors::UnavailableOfferings;
 use crate::disruption::Disruptions;
 use dovetail_dataflow::backend::{Cloud, CloudReply, Cluster, ClusterReply, OfferingKey};
 use dovetail_dataflow::decisions::Decision;
+use dovetail_dataflow::facts::Fact;
 use dovetail_dataflow::model::{EC2NodeClass, InstanceType, NodePool};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -71,8 +72,8 @@ pub struct Actuator {
     /// Every type as the cloud sells it (offerings, prices), for CreateFleet overrides.
     pub(crate) instance_types: BTreeMap<String, InstanceType>,
     pub(crate) unavailable: UnavailableOfferings,
-    /// A capacity error arrived: the engine's instance types must say so.
-    pub(crate) replan: bool,
+    /// Facts for the engine: capacity errors to set (`Some`) or to forget (`None`, by key).
+    pub(crate) fact_changes: Vec<(String, Option<Fact>)>,
     /// Launches submitted and not answered, by NodeClaim name.
     pub(crate) in_flight_calls: BTreeMap<String, Purpose>,
     /// Answers to replacement launches, by NodeClaim name: launched or not.
@@ -90,7 +91,7 @@ impl Actuator {
             nodeclasses: BTreeMap::new(),
             instance_types: BTreeMap::new(),
             unavailable: UnavailableOfferings::default(),
-            replan: false,
+            fact_changes: Vec::new(),
             in_flight_calls: BTreeMap::new(),
             replacement_results: BTreeMap::new(),
             disruption: Disruptions::default(),
@@ -143,27 +144,40 @@ impl Actuator {
     }
 
     /// Marks an offering unavailable for the capacity-error TTL (a capacity error, or a spot
-    /// interruption, as Karpenter does).
+    /// interruption, as Karpenter does), here for building fleet requests and, as a
+    /// `Fact::CapacityError` with its window on the engine's clock, for the engine.
     pub fn mark_unavailable(&mut self, now_ms: i64, key: OfferingKey) {
+        let until_ms = now_ms.saturating_add(self.settings.capacity_error_ttl_ms);
         self.unavailable
-            .mark(key, now_ms, self.settings.capacity_error_ttl_ms);
-        self.replan = true;
+            .mark(key.clone(), now_ms, self.settings.capacity_error_ttl_ms);
+        let fact = Fact::CapacityError {
+            offering: key,
+            at_ms: now_ms,
+            until_ms,
+        };
+        self.fact_changes.push((fact.describe(), Some(fact)));
     }
 
-    /// Forgets capacity errors past their TTL; true when the engine's instance types must be
-    /// refreshed.
-    pub fn expire_unavailable(&mut self, now_ms: i64) -> bool {
-        self.unavailable.expire(now_ms)
+    /// Forgets capacity errors past their TTL (their facts, whose windows have closed, too).
+    pub fn expire_unavailable(&mut self, now_ms: i64) {
+        for key in self.unavailable.expire(now_ms) {
+            let fact = Fact::CapacityError {
+                offering: key,
+                at_ms: 0,
+                until_ms: 0,
+            };
+            self.fact_changes.push((fact.describe(), None));
+        }
+    }
+
+    /// The facts actuation has learned since the last call, for the engine.
+    pub fn take_fact_changes(&mut self) -> Vec<(String, Option<Fact>)> {
+        std::mem::take(&mut self.fact_changes)
     }
 
     /// When the next capacity error expires.
     pub fn next_expiry_ms(&self) -> Option<i64> {
         self.unavailable.next_expiry_ms()
-    }
-
-    /// True once after capacity errors arrived: the engine's instance types must be refreshed.
-    pub fn take_replan(&mut self) -> bool {
-        std::mem::take(&mut self.replan)
     }
 
     pub fn stats(&self) -> &ActuationStats {

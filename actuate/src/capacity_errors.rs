@@ -20,11 +20,18 @@ impl UnavailableOfferings {
         self.until.contains_key(key)
     }
 
-    /// Forgets what has expired by `now_ms`; true when something did.
-    pub fn expire(&mut self, now_ms: i64) -> bool {
-        let before = self.until.len();
-        self.until.retain(|_, until| *until > now_ms);
-        self.until.len() != before
+    /// Forgets what has expired by `now_ms`, and returns it.
+    pub fn expire(&mut self, now_ms: i64) -> Vec<OfferingKey> {
+        let expired: Vec<OfferingKey> = self
+            .until
+            .iter()
+            .filter(|(_, until)| **until <= now_ms)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in &expired {
+            self.until.remove(k);
+        }
+        expired
     }
 
     /// When the next entry expires.
@@ -44,9 +51,9 @@ mod tests {
         u.mark(k.clone(), 1_000, 180_000);
         assert!(u.contains(&k));
         assert_eq!(u.next_expiry_ms(), Some(181_000));
-        assert!(!u.expire(180_999));
+        assert!(u.expire(180_999).is_empty());
         assert!(u.contains(&k));
-        assert!(u.expire(181_000));
+        assert_eq!(u.expire(181_000), vec![k.clone()]);
         assert!(!u.contains(&k));
         assert_eq!(u.next_expiry_ms(), None);
     }

@@ -163,6 +163,7 @@ impl ControlLoop {
         for pod in self.batch.release(now, self.window) {
             self.facts.set(Fact::Pod(pod));
         }
+        self.take_actuation_facts();
         let changes = self.facts.take_changes();
         let at = (now.max(0) as u64).max(self.engine.epoch());
         let started = Instant::now();
@@ -193,6 +194,7 @@ impl ControlLoop {
     /// creating a NodeClaim and recording its instance (see [`Actuator::recover`]).
     pub fn recover(&mut self, now: i64, cloud: &mut impl Cloud, cluster: &mut impl Cluster) {
         self.actuator.recover(now, cloud, cluster);
+        self.take_actuation_facts();
     }
 
     /// Acts on one epoch's diffs through the backends.
@@ -204,5 +206,23 @@ impl ControlLoop {
         cluster: &mut impl Cluster,
     ) {
         self.actuator.act(now, diffs, cloud, cluster);
+        self.take_actuation_facts();
+    }
+
+    /// Forgets capacity errors past their TTL (the engine's timers have already re-offered
+    /// their offerings).
+    pub fn expire_capacity_errors(&mut self, now: i64) {
+        self.actuator.expire_unavailable(now);
+        self.take_actuation_facts();
+    }
+
+    /// What actuation learned (capacity errors) becomes facts for the next epoch.
+    fn take_actuation_facts(&mut self) {
+        for (key, fact) in self.actuator.take_fact_changes() {
+            match fact {
+                Some(f) => self.facts.set(f),
+                None => self.facts.remove(&key),
+            }
+        }
     }
 }

@@ -226,8 +226,8 @@ impl Harness {
         }
     }
 
-    /// What the engine is told, read only from the backends' listings and the actuator's
-    /// capacity-error cache.
+    /// What the engine is told, read only from the backends' listings (capacity errors reach it
+    /// from the actuator, as facts).
     fn sync(&mut self) {
         let pods: Vec<_> = self.cluster.pods().cloned().collect();
         for p in pods {
@@ -246,14 +246,10 @@ impl Harness {
         }
         self.node_facts = names;
         for class in &self.classes {
-            for mut it in embedded("us-east-1")
+            for it in embedded("us-east-1")
                 .expect("catalogue")
                 .instance_types(&ResolveOptions::for_node_class(class))
             {
-                for o in it.offerings.iter_mut() {
-                    let key = OfferingKey::new(&it.name, &o.zone, &o.capacity_type);
-                    o.available = !self.control.actuator().offering_unavailable(&key);
-                }
                 self.control.set_fact(Fact::InstanceType {
                     node_class: class.name.clone(),
                     instance_type: it,

@@ -1,6 +1,7 @@
 //! Facts: what sources tell the engine. Each fact is inserted (+1) or retracted (−1) at an
 //! epoch; an update is a retraction of the old fact and an insertion of the new one.
 
+use crate::backend::OfferingKey;
 use crate::model::{
     DaemonSet, EC2NodeClass, InstanceType, Node, NodeOverlay, NodePool, Pod, PodDisruptionBudget,
 };
@@ -32,6 +33,14 @@ pub enum Fact {
     FeatureGate {
         name: String,
         enabled: bool,
+    },
+    /// An offering answered with a capacity error (or its spot instance was interrupted) at
+    /// `at_ms`: unavailable on the engine's clock until `until_ms` (Karpenter's 3-minute
+    /// unavailable-offerings cache), then offered again, with no one polling a wall clock.
+    CapacityError {
+        offering: OfferingKey,
+        at_ms: i64,
+        until_ms: i64,
     },
 }
 
@@ -106,6 +115,7 @@ impl Fact {
             Fact::Interruption(i) => format!("{:?} for {}", i.kind, i.target),
             Fact::Clock(m) => format!("clock at {m} ms"),
             Fact::FeatureGate { name, enabled } => format!("feature gate {name}={enabled}"),
+            Fact::CapacityError { offering, .. } => format!("capacity error {offering}"),
         }
     }
 }

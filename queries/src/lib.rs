@@ -7,6 +7,7 @@ pub mod disruption;
 pub mod lower_bound;
 pub mod node_usage;
 pub mod nodepool_types;
+pub mod offering_availability;
 pub mod overlay;
 pub mod packing;
 pub mod packing_groups;
@@ -76,6 +77,7 @@ fn fact_kind(f: &Fact) -> u8 {
         Fact::Interruption(_) => 8,
         Fact::Clock(_) => 9,
         Fact::FeatureGate { .. } => 10,
+        Fact::CapacityError { .. } => 11,
     }
 }
 
@@ -117,6 +119,16 @@ fn build<'s>(
         } => Some((node_class, instance_type)),
         _ => None,
     });
+    let capacity_errors = split(facts.clone(), 11).flat_map(|f| match f {
+        Fact::CapacityError {
+            offering,
+            at_ms,
+            until_ms,
+        } => Some((offering, at_ms, until_ms)),
+        _ => None,
+    });
+    let instance_types =
+        offering_availability::offering_availability(instance_types, capacity_errors);
     let overlays = split(facts.clone(), 5).flat_map(|f| match f {
         Fact::Overlay(o) => Some(o),
         _ => None,

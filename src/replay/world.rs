@@ -100,8 +100,6 @@ impl World {
                     }) {
                         o.price = s.price;
                     }
-                    let key = OfferingKey::new(&it.name, &o.zone, &o.capacity_type);
-                    o.available = !actuator.offering_unavailable(&key);
                 }
                 types.push(Fact::InstanceType {
                     node_class: class.name.clone(),
@@ -360,6 +358,13 @@ impl World {
             .entry(instance.id.clone())
             .or_default()
             .push(fact);
+        // Karpenter's interruption controller marks a reclaimed spot pool unavailable, so the
+        // replacement is not launched into it.
+        if kind == facts::InterruptionKind::SpotInterruption {
+            self.control
+                .actuator_mut()
+                .mark_unavailable(at_ms, instance.offering());
+        }
         let name = instance.node_name();
         let claim = self
             .cluster
@@ -423,11 +428,8 @@ impl World {
         }
     }
 
-    pub(super) fn expire_unavailable(&mut self, now: i64) -> Result<(), ReplayError> {
-        if self.control.actuator_mut().expire_unavailable(now) {
-            self.refresh_instance_types()?;
-        }
-        Ok(())
+    pub(super) fn expire_unavailable(&mut self, now: i64) {
+        self.control.expire_capacity_errors(now);
     }
 
     /// Closes the epoch at `now` with what changed, and returns the decisions' diffs.
@@ -448,18 +450,11 @@ impl World {
 
     /// Acts on the decisions through the simulated cloud and cluster, then takes in what came
     /// of it; true when the engine must be told something.
-    pub(super) fn act(
-        &mut self,
-        now: i64,
-        diffs: &[(Decision, isize)],
-    ) -> Result<bool, ReplayError> {
+    pub(super) fn act(&mut self, now: i64, diffs: &[(Decision, isize)]) -> bool {
         self.control
             .act(now, diffs, &mut self.cloud, &mut self.cluster);
-        if self.control.actuator_mut().take_replan() {
-            self.refresh_instance_types()?;
-        }
         self.sync_cluster(now);
-        Ok(self.control.has_changes() || !self.dirty_nodes.is_empty())
+        self.control.has_changes() || !self.dirty_nodes.is_empty()
     }
 
     /// Whether any node or NodeClaim exists (the disruption loop polls only then).
