@@ -2,20 +2,23 @@
 //! purpose families, nodes of five sizes in three zones, and deployments whose pods fill most
 //! nodes to 70–95 % and a fifth of them to 15–45 % (the underutilised ones consolidation should
 //! find). A few pods carry `karpenter.sh/do-not-disrupt` and one deployment has a PDB, so
-//! blocked candidates are part of the work.
+//! blocked candidates are part of the work. Nodes are launched in the simulated cloud
+//! (`SimCloud`) and carry what actuation's registration gives a launched instance, as in a
+//! replay.
 
 use crate::workload::Rng;
 use anyhow::{Context, Result};
+use dovetail_actuate::registration::node_for_instance;
+use dovetail_dataflow::backend::{FleetOverride, FleetRequest, OfferingKey};
 use dovetail_dataflow::catalog::{embedded, ResolveOptions};
 use dovetail_dataflow::facts::Fact;
-use dovetail_dataflow::model::labels::{
-    ARCH, CAPACITY_TYPE, HOSTNAME, INSTANCE_FAMILY, INSTANCE_TYPE, NODEPOOL, OS, ZONE,
-};
+use dovetail_dataflow::model::labels::{CAPACITY_TYPE, INSTANCE_FAMILY};
 use dovetail_dataflow::model::quantity::mib;
 use dovetail_dataflow::model::{
     EC2NodeClass, InstanceType, LabelSelector, Node, NodePool, Pod, PodDisruptionBudget,
     PodScheduling, Requirement, Requirements, Resources,
 };
+use dovetail_sim::{SimCloud, SimConfig};
 use std::collections::BTreeMap;
 
 pub const FAMILIES: [&str; 4] = ["m5", "c5", "r5", "m6i"];
@@ -39,6 +42,8 @@ pub struct Cluster {
     /// Instance types the NodePool may launch (for price changes).
     pub types: Vec<InstanceType>,
     pub rng: Rng,
+    /// Where the nodes are launched.
+    cloud: SimCloud,
     next_node: usize,
 }
 
@@ -111,6 +116,12 @@ impl Cluster {
             pods: Vec::new(),
             types,
             rng: Rng::new(seed),
+            cloud: SimCloud::new(SimConfig {
+                seed,
+                spot_interruptions: false,
+                ..SimConfig::default()
+            })
+            .context("starting the simulated cloud")?,
             next_node: 0,
         };
         for _ in 0..nodes {
@@ -151,7 +162,8 @@ impl Cluster {
         out
     }
 
-    /// A new registered node of a random size, created at `created_ms`, with no pods.
+    /// A new registered node of a random size and zone, launched in the simulated cloud at
+    /// `created_ms`, with no pods.
     pub fn new_node(&mut self, created_ms: i64) -> Result<Node> {
         let t = NODE_TYPES[self.rng.below(NODE_TYPES.len())];
         let zone = ZONES[self.rng.below(ZONES.len())];
@@ -160,31 +172,32 @@ impl Cluster {
             .iter()
             .find(|it| it.name == t)
             .with_context(|| format!("{t} in the catalogue"))?;
-        let name = format!("node-{:05}", self.next_node);
+        let offering = it
+            .offerings
+            .iter()
+            .find(|o| o.zone == zone && o.capacity_type == "on-demand")
+            .with_context(|| format!("{t} on demand in {zone}"))?;
+        let claim = format!("default-{:05}", self.next_node);
         self.next_node += 1;
-        let mut labels = BTreeMap::new();
-        for (k, v) in [
-            (NODEPOOL, "default"),
-            (INSTANCE_TYPE, t),
-            (ZONE, zone),
-            (CAPACITY_TYPE, "on-demand"),
-            (HOSTNAME, name.as_str()),
-            (ARCH, "amd64"),
-            (OS, "linux"),
-            (INSTANCE_FAMILY, t.split('.').next().unwrap_or("")),
-        ] {
-            labels.insert(k.to_string(), v.to_string());
-        }
-        Ok(Node {
-            name: name.clone(),
-            nodeclaim: Some(name.clone()),
-            labels,
-            allocatable: it.allocatable(),
-            capacity: it.capacity.clone(),
-            provider_id: Some(format!("aws:///{zone}/i-{name}")),
-            created_ms: Some(created_ms),
-            ..Node::default()
-        })
+        let instance = self
+            .cloud
+            .create_fleet_now(
+                created_ms,
+                &FleetRequest {
+                    nodeclaim: claim.clone(),
+                    nodepool: "default".into(),
+                    client_token: claim,
+                    capacity_type: "on-demand".into(),
+                    overrides: vec![FleetOverride {
+                        key: OfferingKey::new(t, zone, "on-demand"),
+                        zone_id: offering.zone_id.clone(),
+                        price: offering.price,
+                    }],
+                },
+            )
+            .with_context(|| format!("launching {t} in {zone}"))?;
+        let (node, _startup) = node_for_instance(&instance, it, &nodepool(), created_ms);
+        Ok(node)
     }
 
     fn pod(&mut self, d: usize, node: &str, created_ms: i64) -> Pod {
