@@ -9,6 +9,7 @@ pub mod batching;
 pub mod capacity_errors;
 mod control_loop;
 pub mod disruption;
+pub mod driver;
 mod launch;
 pub mod naming;
 pub mod overrides;
