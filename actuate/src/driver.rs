@@ -7,7 +7,7 @@
 //! are collected when they come.
 
 use crate::control_loop::ControlLoop;
-use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
+use crossbeam_channel::{Receiver, RecvTimeoutError};
 use dovetail_dataflow::backend::{Cloud, Cluster};
 use dovetail_dataflow::engine::EngineError;
 use dovetail_dataflow::facts::Fact;
@@ -17,7 +17,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FactChange {
     /// This fact is now the one true fact under its key.
-    Set(Fact),
+    Set(Box<Fact>),
     /// The fact under this key ([`Fact::describe`]) is no longer true.
     Remove(String),
 }
@@ -86,7 +86,7 @@ impl Default for DriveSettings {
 
 fn apply(control: &mut ControlLoop, change: FactChange) {
     match change {
-        FactChange::Set(fact) => control.set_fact(fact),
+        FactChange::Set(fact) => control.set_fact(*fact),
         FactChange::Remove(key) => control.remove_fact(&key),
     }
 }
@@ -104,11 +104,8 @@ pub fn drive<C: Cloud, K: Cluster>(
     loop {
         let now = clock.now_ms();
         control.set_clock(now);
-        loop {
-            match sources.try_recv() {
-                Ok(change) => apply(control, change),
-                Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
-            }
+        while let Ok(change) = sources.try_recv() {
+            apply(control, change);
         }
         control.expire_capacity_errors(now);
         let diffs = control.advance(now)?;

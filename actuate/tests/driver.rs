@@ -55,20 +55,22 @@ status:
 fn send_infrastructure(tx: &Sender<FactChange>) {
     let m = dovetail_ingest::load_str("pool.yaml", POOL).expect("pool parses");
     for p in m.nodepools {
-        tx.send(FactChange::Set(Fact::NodePool(p))).expect("send");
+        tx.send(FactChange::Set(Box::new(Fact::NodePool(p))))
+            .expect("send");
     }
     for c in m.nodeclasses {
         for it in embedded("us-east-1")
             .expect("catalogue")
             .instance_types(&ResolveOptions::for_node_class(&c))
         {
-            tx.send(FactChange::Set(Fact::InstanceType {
+            tx.send(FactChange::Set(Box::new(Fact::InstanceType {
                 node_class: c.name.clone(),
                 instance_type: it,
-            }))
+            })))
             .expect("send");
         }
-        tx.send(FactChange::Set(Fact::NodeClass(c))).expect("send");
+        tx.send(FactChange::Set(Box::new(Fact::NodeClass(c))))
+            .expect("send");
     }
 }
 
@@ -80,7 +82,8 @@ fn send_pod(tx: &Sender<FactChange>, name: &str) {
         .expect("pod parses")
         .pods
     {
-        tx.send(FactChange::Set(Fact::Pod(p))).expect("send");
+        tx.send(FactChange::Set(Box::new(Fact::Pod(p))))
+            .expect("send");
     }
 }
 
