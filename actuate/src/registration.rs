@@ -1,6 +1,7 @@
 //! Registration: the Node a launched instance registers as, as the kubelet and Karpenter label
 //! and taint it. Actuation writes it into the NodeClaim's status when CreateFleet answers; the
-//! kubelet (real or simulated) registers the Node from it.
+//! kubelet (real or simulated) registers the Node from it, tainted `karpenter.sh/unregistered`;
+//! [`register_node`] then removes that taint and marks the NodeClaim registered.
 //!
 //! Labels: every single-valued requirement of the instance type (instance type, arch, os,
 //! region, family, size, cpu, memory, ...), the instance's zone, zone id and capacity type,
@@ -15,7 +16,9 @@
 //! hashes of its NodePool and EC2NodeClass and what the instance was launched with — so that a
 //! later change of either drifts the node.
 
+use dovetail_dataflow::backend::Cluster;
 use dovetail_dataflow::backend::Instance;
+use dovetail_dataflow::model::labels::UNREGISTERED_TAINT;
 use dovetail_dataflow::model::labels::{
     CAPACITY_TYPE, HOSTNAME, NODECLASS_HASH, NODEPOOL, NODEPOOL_HASH, REGISTERED, ZONE, ZONE_ID,
 };
@@ -124,4 +127,25 @@ pub fn record_launch(node: &mut Node, nodepool: &NodePool, nodeclass: Option<&EC
         security_group_ids: status.security_group_ids.iter().cloned().collect(),
         enclaves: Some(class.enclaves_enabled),
     };
+}
+
+/// Karpenter's registration: the Node of a launched NodeClaim has joined (with the
+/// `karpenter.sh/unregistered:NoExecute` taint the kubelet registers it with). The taint is
+/// removed and the NodeClaim marked `Registered`. False when no NodeClaim waits for this Node.
+pub fn register_node(now_ms: i64, node: &str, cluster: &mut impl Cluster) -> bool {
+    let claim = cluster
+        .nodeclaims()
+        .into_iter()
+        .find(|c| !c.registered && c.node_name() == Some(node))
+        .cloned();
+    let Some(mut claim) = claim else {
+        return false;
+    };
+    if cluster.node(node).is_none() {
+        return false;
+    }
+    cluster.untaint_node(now_ms, node, UNREGISTERED_TAINT);
+    claim.registered = true;
+    cluster.update_nodeclaim(now_ms, claim);
+    true
 }

@@ -437,3 +437,36 @@ fn a_restart_after_the_call_and_before_the_instance_is_recorded_launches_nothing
     );
     assert_eq!(h.launches(), 0);
 }
+
+#[test]
+fn registration_removes_the_unregistered_taint_and_marks_the_nodeclaim() {
+    let mut h = Harness::new(
+        ScriptedCloud::new(Script::Answer { delay: 0 }),
+        SimCluster::new(),
+        0,
+    );
+    h.add_pod("a");
+    h.settle(3);
+    let claim = Cluster::nodeclaims(&h.cluster)[0].clone();
+    let node = claim.node_name().expect("launched").to_string();
+    assert!(h.cluster.register(&node, h.now), "the kubelet joins");
+    let tainted = |h: &Harness| {
+        Cluster::node(&h.cluster, &node)
+            .expect("registered")
+            .taints
+            .iter()
+            .any(|t| t.key == "karpenter.sh/unregistered")
+    };
+    assert!(tainted(&h), "the kubelet registers it tainted");
+    assert!(dovetail_actuate::registration::register_node(
+        h.now,
+        &node,
+        &mut h.cluster
+    ));
+    assert!(!tainted(&h));
+    assert!(h.cluster.nodeclaim(&claim.name).expect("kept").registered);
+    assert!(
+        !dovetail_actuate::registration::register_node(h.now, &node, &mut h.cluster),
+        "registered once"
+    );
+}

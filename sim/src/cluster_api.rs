@@ -3,7 +3,8 @@
 
 use crate::cluster::SimCluster;
 use dovetail_dataflow::backend::{Cluster, ClusterReply, NodeClaim};
-use dovetail_dataflow::model::{Node, Pod, PodDisruptionBudget, Taint};
+use dovetail_dataflow::model::labels::UNREGISTERED_TAINT;
+use dovetail_dataflow::model::{Effect, Node, Pod, PodDisruptionBudget, Taint};
 
 impl SimCluster {
     /// Enforces `pdb` on evictions from now on (replacing one of the same namespace and name).
@@ -18,22 +19,28 @@ impl SimCluster {
     }
 
     /// The kubelet registers the Node of the NodeClaim that will be `node` at `at_ms`, as the
-    /// NodeClaim's status describes it (labels, taints, annotations, capacity); not schedulable
-    /// until [`SimCluster::mark_ready`]. False when no launched NodeClaim names that Node.
+    /// NodeClaim's status describes it (labels, taints, annotations, capacity, passed to it in
+    /// user data) plus `karpenter.sh/unregistered:NoExecute` (`--register-with-taints`), which
+    /// actuation's registration removes; not schedulable until [`SimCluster::mark_ready`].
+    /// False when no launched NodeClaim names that Node.
     pub fn register(&mut self, node: &str, at_ms: i64) -> bool {
         let Some(claim) = self
             .claim_by_node
             .get(node)
-            .and_then(|c| self.nodeclaims.get_mut(c))
+            .and_then(|c| self.nodeclaims.get(c))
         else {
             return false;
         };
         let Some(mut n) = claim.status.clone() else {
             return false;
         };
-        claim.registered = true;
         n.in_flight = false;
         n.created_ms = Some(at_ms);
+        n.taints.push(Taint {
+            key: UNREGISTERED_TAINT.to_string(),
+            value: String::new(),
+            effect: Effect::NoExecute,
+        });
         let startup = claim.startup_taints.clone();
         self.add_node(n, startup).is_ok()
     }

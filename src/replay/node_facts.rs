@@ -6,7 +6,7 @@
 
 use super::world::World;
 use dovetail_dataflow::facts::Fact;
-use dovetail_dataflow::model::labels::NODEPOOL;
+use dovetail_dataflow::model::labels::{NODEPOOL, UNREGISTERED_TAINT};
 use dovetail_dataflow::model::Node;
 
 impl World {
@@ -29,6 +29,8 @@ impl World {
                 .and_then(|c| c.status.clone());
         };
         let mut n = node.clone();
+        // Karpenter's scheduler ignores the ephemeral taint of a Node not registered yet.
+        n.taints.retain(|t| t.key != UNREGISTERED_TAINT);
         if let Some(pool) = n
             .labels
             .get(NODEPOOL)

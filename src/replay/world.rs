@@ -392,7 +392,15 @@ impl World {
                 CloudEventKind::Running => {}
                 CloudEventKind::NodeRegistered => {
                     // The kubelet joins: the Node is what actuation wrote on its NodeClaim.
-                    if !self.cluster.register(&name, e.at_ms) {
+                    if self.cluster.register(&name, e.at_ms) {
+                        // Karpenter's registration, at once: the engine never sees the
+                        // unregistered taint.
+                        dovetail_actuate::registration::register_node(
+                            e.at_ms,
+                            &name,
+                            &mut self.cluster,
+                        );
+                    } else {
                         self.notes.insert(
                             "an instance registered with no NodeClaim launched for it".to_string(),
                         );
