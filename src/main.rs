@@ -2,6 +2,7 @@
 //! standing queries kept up to date by differential dataflow.
 
 mod feature_gates;
+mod output;
 mod plan;
 mod replay_cmd;
 mod report;
@@ -97,8 +98,11 @@ fn main() -> Result<()> {
             };
             let result = plan::plan(&paths, &options)?;
             match output {
-                Format::Json => println!("{}", serde_json::to_string_pretty(&result)?),
-                Format::Table => print!("{}", report::table(&result)),
+                Format::Json => output::emit(
+                    "plan",
+                    &format!("{}\n", serde_json::to_string_pretty(&result)?),
+                )?,
+                Format::Table => output::emit("plan", &report::table(&result))?,
             }
         }
         Command::Replay(args) => replay_cmd::run(args)?,

@@ -161,11 +161,15 @@ pub fn run(args: ReplayArgs) -> Result<()> {
             .with_context(|| format!("writing the report to {}", dir.display()))?;
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&outcome.summary)?);
+        crate::output::emit(
+            "summary",
+            &format!("{}\n", serde_json::to_string_pretty(&outcome.summary)?),
+        )?;
     } else {
-        print!("{}", summary_text(&outcome.summary));
+        crate::output::emit("summary", &summary_text(&outcome.summary))?;
         if let Some(dir) = &args.report {
-            println!("report: {}", dir.join("index.html").display());
+            let line = format!("report: {}\n", dir.join("index.html").display());
+            crate::output::emit("report's path", &line)?;
         }
     }
     Ok(())

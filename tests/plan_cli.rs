@@ -492,3 +492,26 @@ fn a_broken_interruption_message_is_a_clear_error() {
     assert!(!err.contains("panicked"), "{err}");
     std::fs::remove_dir_all(dir).ok();
 }
+
+/// `dovetail plan … | head`: a reader that closes the pipe early ends the output quietly, with
+/// success, not a panic (exit code 101).
+#[test]
+fn a_closed_pipe_ends_the_output_quietly() {
+    for format in ["json", "table"] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_dovetail"))
+            .args(["plan", "-o", format, "-f", "examples/cluster"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("dovetail runs");
+        drop(child.stdout.take());
+        let out = child.wait_with_output().expect("dovetail ends");
+        assert!(
+            out.status.success(),
+            "{format}: {:?} {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
