@@ -42,6 +42,26 @@ impl FactSet {
         }
     }
 
+    /// Makes `facts` the whole of one kind (those `of_kind` selects), as a relist after a
+    /// watch's 410 Gone says it: each is set as by [`FactSet::set`] (unchanged ones stay
+    /// silent), and every fact of the kind not among them is retracted. Nothing is lost or
+    /// duplicated, however the watch broke off.
+    pub fn replace_all(&mut self, of_kind: impl Fn(&Fact) -> bool, facts: Vec<Fact>) {
+        let keep: std::collections::BTreeSet<String> = facts.iter().map(Fact::describe).collect();
+        let gone: Vec<String> = self
+            .current
+            .iter()
+            .filter(|(k, f)| of_kind(f) && !keep.contains(*k))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in gone {
+            self.remove(&key);
+        }
+        for fact in facts {
+            self.set(fact);
+        }
+    }
+
     /// The changes since the last call.
     pub fn take_changes(&mut self) -> Vec<(Fact, isize)> {
         std::mem::take(&mut self.pending)
@@ -80,5 +100,23 @@ mod tests {
         );
         f.remove("Pod default/a");
         assert_eq!(f.take_changes(), vec![(pod("a", Some("n1")), -1)]);
+    }
+
+    #[test]
+    fn a_relist_retracts_what_vanished_and_leaves_the_rest_silent() {
+        let mut f = FactSet::default();
+        f.set(pod("a", None));
+        f.set(pod("b", Some("n1")));
+        f.set(Fact::Clock(0));
+        f.take_changes();
+        f.replace_all(
+            |x| matches!(x, Fact::Pod(_)),
+            vec![pod("b", Some("n1")), pod("c", None)],
+        );
+        assert_eq!(
+            f.take_changes(),
+            vec![(pod("a", None), -1), (pod("c", None), 1)]
+        );
+        assert!(f.get("clock at 0 ms").is_some(), "other kinds untouched");
     }
 }
