@@ -13,7 +13,7 @@ use crate::capacity_errors::UnavailableOfferings;
 use crate::disruption::Disruptions;
 use dovetail_dataflow::backend::{Cloud, CloudReply, Cluster, ClusterReply, OfferingKey};
 use dovetail_dataflow::decisions::Decision;
-use dovetail_dataflow::facts::Fact;
+use dovetail_dataflow::facts::{capacity_error_key, Fact};
 use dovetail_dataflow::model::{EC2NodeClass, InstanceType, NodePool};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -100,10 +100,6 @@ impl Actuator {
         }
     }
 
-    pub fn settings(&self) -> &ActuationSettings {
-        &self.settings
-    }
-
     pub fn set_nodepool(&mut self, pool: NodePool) {
         self.nodepools.insert(pool.name.clone(), pool);
     }
@@ -122,6 +118,11 @@ impl Actuator {
 
     pub fn remove_nodeclass(&mut self, name: &str) {
         self.nodeclasses.remove(name);
+    }
+
+    /// The EC2NodeClasses the sources have told the loop of, by name.
+    pub fn nodeclasses(&self) -> &BTreeMap<String, EC2NodeClass> {
+        &self.nodeclasses
     }
 
     /// The instance types as the cloud sells them (prices, offerings), by name.
@@ -161,12 +162,7 @@ impl Actuator {
     /// Forgets capacity errors past their TTL (their facts, whose windows have closed, too).
     pub fn expire_unavailable(&mut self, now_ms: i64) {
         for key in self.unavailable.expire(now_ms) {
-            let fact = Fact::CapacityError {
-                offering: key,
-                at_ms: 0,
-                until_ms: 0,
-            };
-            self.fact_changes.push((fact.describe(), None));
+            self.fact_changes.push((capacity_error_key(&key), None));
         }
     }
 

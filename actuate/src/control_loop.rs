@@ -12,7 +12,7 @@ use dovetail_dataflow::backend::{Cloud, Cluster};
 use dovetail_dataflow::decisions::Decision;
 use dovetail_dataflow::engine::{Engine, EngineError, QueryBuilder};
 use dovetail_dataflow::fact_set::FactSet;
-use dovetail_dataflow::facts::Fact;
+use dovetail_dataflow::facts::{object_key, Fact};
 use hdrhistogram::Histogram;
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -84,7 +84,7 @@ impl ControlLoop {
                     } else if let Some(p) = self.batch.update(p) {
                         self.facts.set(Fact::Pod(p));
                     }
-                } else if pending && self.facts.get(&format!("Pod {key}")).is_none() {
+                } else if pending && self.facts.get(&object_key("Pod", &key)).is_none() {
                     self.batch.hold(self.clock_ms, p);
                 } else {
                     self.facts.set(Fact::Pod(p));

@@ -120,19 +120,6 @@ fn spot_filter(launch: &Launch, all: Vec<FleetOverride>) -> Vec<FleetOverride> {
         .collect()
 }
 
-/// The capacity type the request is made for (reserved, then spot, then on-demand), or `None`
-/// when no offering matches at all.
-pub fn fleet_capacity_type(
-    launch: &Launch,
-    instance_types: &BTreeMap<String, InstanceType>,
-    unavailable: &dyn Fn(&OfferingKey) -> bool,
-) -> Option<String> {
-    choose(&spot_filter(
-        launch,
-        allowed(launch, instance_types, unavailable),
-    ))
-}
-
 fn choose(all: &[FleetOverride]) -> Option<String> {
     ["reserved", "spot", "on-demand"]
         .into_iter()

@@ -2,7 +2,9 @@
 //! capacity errors and the engine's relaunch, a cloud that answers epochs late, and restarts
 //! in each crash window between creating a NodeClaim and recording its instance.
 
-use dovetail_actuate::{ActuationSettings, ControlLoop};
+mod common;
+use common::{catalogue, control_loop, m5_pool, pod};
+use dovetail_actuate::ControlLoop;
 use dovetail_dataflow::backend::{
     Cloud, CloudEvent, CloudReply, Cluster, FleetRequest, Instance, InstanceState, LaunchError,
     OfferingKey,
@@ -10,7 +12,7 @@ use dovetail_dataflow::backend::{
 use dovetail_dataflow::catalog::{embedded, ResolveOptions};
 use dovetail_dataflow::decisions::Decision;
 use dovetail_dataflow::facts::Fact;
-use dovetail_dataflow::model::{EC2NodeClass, InstanceType};
+use dovetail_dataflow::model::EC2NodeClass;
 use dovetail_sim::SimCluster;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -144,35 +146,8 @@ impl Cloud for ScriptedCloud {
     }
 }
 
-const POOL: &str = r#"
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata: {name: default}
-spec:
-  template:
-    spec:
-      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
-      requirements:
-        - {key: karpenter.sh/capacity-type, operator: In, values: [spot, on-demand]}
-        - {key: karpenter.k8s.aws/instance-family, operator: In, values: [m5]}
----
-apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata: {name: default}
-spec: {}
-status:
-  subnets: [{id: subnet-a, zone: us-east-1a}]
-"#;
-
-fn pod_yaml(name: &str) -> String {
-    format!(
-        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  containers:\n  - name: c\n    image: i\n    resources: {{requests: {{cpu: '1', memory: 1Gi}}}}\n"
-    )
-}
-
 /// The loop, the scripted cloud, the simulated cluster as the `Cluster`, and a source that
-/// tells the engine what the cluster lists (pods, NodeClaims launched) and the instance types
-/// with the actuator's capacity errors applied.
+/// tells the engine what the cluster lists (pods, NodeClaims launched) and the instance types.
 struct Harness {
     control: ControlLoop,
     cloud: ScriptedCloud,
@@ -182,27 +157,10 @@ struct Harness {
     now: i64,
 }
 
-fn catalogue() -> Vec<InstanceType> {
-    embedded("us-east-1")
-        .expect("catalogue")
-        .instance_types(&ResolveOptions::default())
-}
-
 impl Harness {
     fn new(cloud: ScriptedCloud, cluster: SimCluster, now: i64) -> Harness {
-        let manifests = dovetail_ingest::load_str("pool.yaml", POOL).expect("pool parses");
-        let mut control = ControlLoop::start(
-            dovetail_queries::standing_queries,
-            1,
-            ActuationSettings::default(),
-        )
-        .expect("engine starts");
-        control.actuator_mut().set_instance_types(
-            catalogue()
-                .into_iter()
-                .map(|t| (t.name.clone(), t))
-                .collect(),
-        );
+        let manifests = m5_pool("spot, on-demand");
+        let mut control = control_loop();
         for p in manifests.nodepools {
             control.set_fact(Fact::NodePool(p));
         }
@@ -220,10 +178,7 @@ impl Harness {
     }
 
     fn add_pod(&mut self, name: &str) {
-        let m = dovetail_ingest::load_str("pod.yaml", &pod_yaml(name)).expect("pod parses");
-        for p in m.pods {
-            self.cluster.add_pod(self.now, p).expect("new pod");
-        }
+        self.cluster.add_pod(self.now, pod(name)).expect("new pod");
     }
 
     /// What the engine is told, read only from the backends' listings (capacity errors reach it

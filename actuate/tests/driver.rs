@@ -2,9 +2,11 @@
 //! cluster as its backends: the batch window holds a burst, and ticks close epochs with nothing
 //! arriving.
 
+mod common;
+use common::{control_loop, m5_pool, pod};
 use crossbeam_channel::{unbounded, Receiver, Sender};
 use dovetail_actuate::driver::{drive, Clock, DriveSettings, FactChange};
-use dovetail_actuate::{ActuationSettings, BatchWindow, ControlLoop};
+use dovetail_actuate::{BatchWindow, ControlLoop};
 use dovetail_dataflow::backend::Cluster;
 use dovetail_dataflow::catalog::{embedded, ResolveOptions};
 use dovetail_dataflow::facts::Fact;
@@ -31,29 +33,9 @@ impl Clock for ManualClock {
     }
 }
 
-const POOL: &str = r#"
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata: {name: default}
-spec:
-  template:
-    spec:
-      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
-      requirements:
-        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
-        - {key: karpenter.k8s.aws/instance-family, operator: In, values: [m5]}
----
-apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata: {name: default}
-spec: {}
-status:
-  subnets: [{id: subnet-a, zone: us-east-1a}]
-"#;
-
 /// A source's first sync: the NodePool, its EC2NodeClass and the types it resolves.
 fn send_infrastructure(tx: &Sender<FactChange>) {
-    let m = dovetail_ingest::load_str("pool.yaml", POOL).expect("pool parses");
+    let m = m5_pool("on-demand");
     for p in m.nodepools {
         tx.send(FactChange::Set(Box::new(Fact::NodePool(p))))
             .expect("send");
@@ -75,33 +57,12 @@ fn send_infrastructure(tx: &Sender<FactChange>) {
 }
 
 fn send_pod(tx: &Sender<FactChange>, name: &str) {
-    let yaml = format!(
-        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  containers:\n  - name: c\n    image: i\n    resources: {{requests: {{cpu: '1', memory: 1Gi}}}}\n"
-    );
-    for p in dovetail_ingest::load_str("pod.yaml", &yaml)
-        .expect("pod parses")
-        .pods
-    {
-        tx.send(FactChange::Set(Box::new(Fact::Pod(p))))
-            .expect("send");
-    }
+    tx.send(FactChange::Set(Box::new(Fact::Pod(pod(name)))))
+        .expect("send");
 }
 
 fn control(window: BatchWindow) -> ControlLoop {
-    let mut control = ControlLoop::start(
-        dovetail_queries::standing_queries,
-        1,
-        ActuationSettings::default(),
-    )
-    .expect("engine starts");
-    control.actuator_mut().set_instance_types(
-        embedded("us-east-1")
-            .expect("catalogue")
-            .instance_types(&ResolveOptions::default())
-            .into_iter()
-            .map(|t| (t.name.clone(), t))
-            .collect(),
-    );
+    let mut control = control_loop();
     control.set_batch_window(window);
     control
 }

@@ -87,6 +87,11 @@ impl Interruption {
     }
 }
 
+/// How [`Fact::describe`] names the capacity error of an offering (one at a time per offering).
+pub fn capacity_error_key(offering: &OfferingKey) -> String {
+    format!("capacity error {offering}")
+}
+
 /// How [`Fact::describe`] names an applied object of Kubernetes `kind`: `name` for a
 /// cluster-scoped object, `namespace/name` for a namespaced one. A driver that keeps facts by
 /// this name (the replay) finds a deleted object's fact with it.
@@ -115,7 +120,7 @@ impl Fact {
             Fact::Interruption(i) => format!("{:?} for {}", i.kind, i.target),
             Fact::Clock(m) => format!("clock at {m} ms"),
             Fact::FeatureGate { name, enabled } => format!("feature gate {name}={enabled}"),
-            Fact::CapacityError { offering, .. } => format!("capacity error {offering}"),
+            Fact::CapacityError { offering, .. } => capacity_error_key(offering),
         }
     }
 }

@@ -11,7 +11,7 @@ use dovetail_dataflow::backend::{CloudEvent, CloudEventKind, Instance, OfferingK
 use dovetail_dataflow::catalog::{embedded, ResolveOptions};
 use dovetail_dataflow::decisions::Decision;
 use dovetail_dataflow::facts::{self, Fact, Interruption};
-use dovetail_dataflow::model::{EC2NodeClass, Pod, Price};
+use dovetail_dataflow::model::{Pod, Price};
 use dovetail_ingest::trace::{
     AppliedObject, InterruptKind, InterruptTarget, ObjectKind, TimedEvent, TraceEvent,
 };
@@ -27,7 +27,6 @@ pub(super) struct World {
     pub(super) region: String,
     pub(super) cloud: SimCloud,
     pub(super) cluster: SimCluster,
-    pub(super) nodeclasses: BTreeMap<String, EC2NodeClass>,
     /// When a pod was last bound to or removed from each node (`status.lastPodEventTime`).
     pub(super) pod_events: BTreeMap<String, i64>,
     /// Nodes whose fact must be re-sent to the engine.
@@ -68,7 +67,6 @@ impl World {
             region: sim.region.clone(),
             cloud: SimCloud::new(sim.clone()).map_err(|e| ReplayError::Cloud(e.to_string()))?,
             cluster: SimCluster::new(),
-            nodeclasses: BTreeMap::new(),
             pod_events: BTreeMap::new(),
             dirty_nodes: BTreeSet::new(),
             interruption_facts: BTreeMap::new(),
@@ -82,13 +80,13 @@ impl World {
         })
     }
 
-    /// The instance types a NodeClass resolves, with the cloud's current prices and capacity
-    /// errors applied, as facts.
+    /// The instance types each EC2NodeClass resolves, with the cloud's current prices, as facts
+    /// (capacity errors reach the engine as facts of their own).
     pub(super) fn refresh_instance_types(&mut self) -> Result<(), ReplayError> {
         let catalog = embedded(&self.region)?;
         let actuator = self.control.actuator();
         let mut types = Vec::new();
-        for class in self.nodeclasses.values() {
+        for class in actuator.nodeclasses().values() {
             let opts = ResolveOptions::for_node_class(class);
             for mut it in catalog.instance_types(&opts) {
                 let sold = actuator.instance_types().get(&it.name);
@@ -116,10 +114,7 @@ impl World {
     pub(super) fn apply(&mut self, object: &AppliedObject) {
         match object {
             AppliedObject::NodePool(p) => self.control.set_fact(Fact::NodePool(p.clone())),
-            AppliedObject::EC2NodeClass(c) => {
-                self.nodeclasses.insert(c.name.clone(), c.clone());
-                self.control.set_fact(Fact::NodeClass(c.clone()));
-            }
+            AppliedObject::EC2NodeClass(c) => self.control.set_fact(Fact::NodeClass(c.clone())),
             AppliedObject::NodeOverlay(o) => self.control.set_fact(Fact::Overlay(o.clone())),
             AppliedObject::DaemonSet(d) => self.control.set_fact(Fact::DaemonSet(d.clone())),
             AppliedObject::PodDisruptionBudget(p) => {
@@ -134,7 +129,7 @@ impl World {
     fn sync_pod(&mut self, key: &str) {
         match self.cluster.pod(key) {
             Some(p) => self.control.set_fact(Fact::Pod(p.clone())),
-            None => self.control.remove_fact(&format!("Pod {key}")),
+            None => self.control.remove_fact(&facts::object_key("Pod", key)),
         }
     }
 
@@ -205,13 +200,12 @@ impl World {
                             );
                         }
                     }
-                    ObjectKind::EC2NodeClass => {
-                        self.nodeclasses.remove(&r.name);
-                    }
                     ObjectKind::PodDisruptionBudget => {
                         self.cluster.remove_pdb(&name);
                     }
-                    ObjectKind::NodeOverlay | ObjectKind::DaemonSet => {}
+                    // Only facts: their removal below (an EC2NodeClass's also leaves what the
+                    // loop launches with).
+                    ObjectKind::NodeOverlay | ObjectKind::DaemonSet | ObjectKind::EC2NodeClass => {}
                     // Priorities were resolved into the pods when the trace was read.
                     ObjectKind::PriorityClass => return Ok(()),
                 }
