@@ -119,7 +119,8 @@ pub struct PlanOptions<'a> {
 
 pub fn plan(paths: &[PathBuf], o: &PlanOptions) -> Result<PlanOutput> {
     let manifests = dovetail_ingest::load_paths(paths)?;
-    let mut facts = dovetail_ingest::facts::manifest_facts(&manifests, o.region)?;
+    let catalog = dovetail_dataflow::catalog::embedded(o.region)?;
+    let mut facts = dovetail_ingest::facts::manifest_facts(&manifests, catalog);
     facts.extend(o.gates.iter().map(FeatureGate::fact));
     let messages = dovetail_ingest::load_messages(o.interruptions)?;
     facts.extend(messages.interruptions.into_iter().map(Fact::Interruption));

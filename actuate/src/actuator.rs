@@ -55,6 +55,10 @@ pub struct ActuationStats {
     /// Nodes the disruption terminated, by reason.
     pub disruptions_terminated_by_reason: BTreeMap<String, u64>,
     pub replacements_launched: u64,
+    /// Instances garbage collection terminated for having no NodeClaim.
+    pub garbage_instances: u64,
+    /// NodeClaims garbage collection deleted for having no instance.
+    pub garbage_nodeclaims: u64,
 }
 
 /// Why a launch was submitted, for routing its answer.

@@ -78,7 +78,7 @@ impl Actuator {
                 }
                 None => {
                     tracing::info!(nodeclaim = %claim.name, "resubmitting a launch that never reached the cloud");
-                    match self.fleet_request(&claim.launch) {
+                    match self.fleet_request(&claim.launch, claim.created_ms) {
                         Some(request) => {
                             self.in_flight_calls
                                 .insert(claim.name.clone(), Purpose::Provisioning);
@@ -105,7 +105,7 @@ impl Actuator {
         launch.name = unique_nodeclaim_name(&launch.name, |n| {
             cluster.nodeclaim(n).is_some() || self.in_flight_calls.contains_key(n)
         });
-        let Some(request) = self.fleet_request(&launch) else {
+        let Some(request) = self.fleet_request(&launch, now_ms) else {
             self.notes
                 .insert("some launches matched no offering the cloud sells".to_string());
             return Err(LaunchError::NoMatchingOfferings);
@@ -135,16 +135,20 @@ impl Actuator {
     }
 
     /// CreateFleet for the NodeClaim `launch.name`: the overrides Karpenter would send, minus
-    /// the offerings in the capacity-error cache, under the NodeClaim's name as client token;
+    /// the offerings in the capacity-error cache, under the NodeClaim's identity as client token;
     /// `None` when no offering is left.
-    fn fleet_request(&self, launch: &Launch) -> Option<FleetRequest> {
+    fn fleet_request(&self, launch: &Launch, created_ms: i64) -> Option<FleetRequest> {
         let unavailable = |k: &OfferingKey| self.unavailable.contains(k);
         let overrides = fleet_overrides(launch, &self.instance_types, &unavailable);
         let capacity_type = overrides.first()?.key.capacity_type.clone();
         Some(FleetRequest {
             nodeclaim: launch.name.clone(),
             nodepool: launch.nodepool.clone(),
-            client_token: launch.name.clone(),
+            node_class: self
+                .nodepools
+                .get(&launch.nodepool)
+                .and_then(|p| p.node_class.clone()),
+            client_token: format!("{}@{created_ms}", launch.name),
             capacity_type,
             overrides,
         })

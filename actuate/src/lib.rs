@@ -10,6 +10,7 @@ pub mod capacity_errors;
 mod control_loop;
 pub mod disruption;
 pub mod driver;
+pub mod garbage_collection;
 mod launch;
 pub mod naming;
 pub mod overrides;

@@ -425,3 +425,53 @@ fn registration_removes_the_unregistered_taint_and_marks_the_nodeclaim() {
         "registered once"
     );
 }
+
+#[test]
+fn garbage_collection_terminates_instances_without_a_nodeclaim_after_the_grace_period() {
+    let mut h = Harness::new(
+        ScriptedCloud::new(Script::Answer { delay: 0 }),
+        SimCluster::new(),
+        0,
+    );
+    h.add_pod("a");
+    h.settle(3);
+    let claim = Cluster::nodeclaims(&h.cluster)[0].clone();
+    let kept = claim.instance_id().expect("launched").to_string();
+    // An instance tagged as ours whose NodeClaim was never written (a crash, a lost claim).
+    let leaked_request = FleetRequest {
+        nodeclaim: "default-lost1".into(),
+        client_token: "default-lost1@0".into(),
+        ..h.cloud.requests[0].clone()
+    };
+    let leaked = h.cloud.launch(h.now, &leaked_request).expect("launched").id;
+    let launched_at = h.now;
+
+    let actuator = h.control.actuator_mut();
+    let early =
+        actuator.collect_garbage(launched_at + 29_999, 30_000, &mut h.cloud, &mut h.cluster);
+    assert!(
+        early.instances.is_empty(),
+        "a launch in its grace period is never collected"
+    );
+    let collected =
+        actuator.collect_garbage(launched_at + 30_000, 30_000, &mut h.cloud, &mut h.cluster);
+    assert_eq!(collected.instances, vec![leaked.clone()]);
+    assert!(collected.nodeclaims.is_empty());
+    assert!(!h.cloud.instances[&leaked].state.is_alive());
+    assert!(
+        h.cloud.instances[&kept].state.is_alive(),
+        "an instance with its NodeClaim stays"
+    );
+
+    // The NodeClaim's instance goes (terminated outside dovetail): the NodeClaim is deleted.
+    h.cloud.terminate(h.now, &kept);
+    let collected = h.control.actuator_mut().collect_garbage(
+        launched_at + 40_000,
+        30_000,
+        &mut h.cloud,
+        &mut h.cluster,
+    );
+    assert_eq!(collected.nodeclaims, vec![claim.name.clone()]);
+    assert!(h.cluster.nodeclaim(&claim.name).is_none());
+    assert_eq!(h.control.actuator().stats().garbage_instances, 1);
+}

@@ -1,13 +1,12 @@
 //! Turns loaded manifests into engine facts, resolving each EC2NodeClass's instance types from
-//! the embedded catalogue of the region.
+//! the catalogue it is given (embedded, or discovered from EC2).
 
 use crate::Manifests;
-use dovetail_dataflow::catalog::{embedded, CatalogError, ResolveOptions};
+use dovetail_dataflow::catalog::{RegionCatalog, ResolveOptions};
 use dovetail_dataflow::facts::Fact;
 
 /// Everything the manifests say, as facts, with instance types for every EC2NodeClass.
-pub fn manifest_facts(m: &Manifests, region: &str) -> Result<Vec<Fact>, CatalogError> {
-    let catalog = embedded(region)?;
+pub fn manifest_facts(m: &Manifests, catalog: &RegionCatalog) -> Vec<Fact> {
     let mut facts = Vec::new();
     for c in &m.nodeclasses {
         let opts = ResolveOptions::for_node_class(c);
@@ -26,5 +25,5 @@ pub fn manifest_facts(m: &Manifests, region: &str) -> Result<Vec<Fact>, CatalogE
     facts.extend(m.daemonsets.iter().cloned().map(Fact::DaemonSet));
     facts.extend(m.pdbs.iter().cloned().map(Fact::Pdb));
     facts.extend(m.interruptions.iter().cloned().map(Fact::Interruption));
-    Ok(facts)
+    facts
 }

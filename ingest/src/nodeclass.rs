@@ -122,10 +122,17 @@ fn status(root: &At) -> FieldResult<NodeClassStatus> {
         return Ok(out);
     };
     for subnet in s.list("subnets")? {
-        if let Some(zone) = subnet.str("zone")? {
+        let zone = subnet.str("zone")?;
+        let id = subnet.str("id")?;
+        if let (Some(zone), Some(id)) = (&zone, &id) {
+            out.subnet_by_zone
+                .entry(zone.clone())
+                .or_insert_with(|| id.clone());
+        }
+        if let Some(zone) = zone {
             out.subnet_zones.insert(zone);
         }
-        if let Some(id) = subnet.str("id")? {
+        if let Some(id) = id {
             out.subnet_ids.insert(id);
         }
     }
@@ -135,8 +142,28 @@ fn status(root: &At) -> FieldResult<NodeClassStatus> {
         }
     }
     for ami in s.list("amis")? {
-        if let Some(id) = ami.str("id")? {
-            out.ami_ids.insert(id);
+        let Some(id) = ami.str("id")? else {
+            continue;
+        };
+        for arch in ami_architectures(&ami)? {
+            out.ami_by_arch.entry(arch).or_insert_with(|| id.clone());
+        }
+        out.ami_ids.insert(id);
+    }
+    Ok(out)
+}
+
+/// The `kubernetes.io/arch` values a `status.amis[]` entry's requirements allow (`In` only: the
+/// form Karpenter writes).
+fn ami_architectures(ami: &At) -> FieldResult<Vec<String>> {
+    let mut out = Vec::new();
+    for req in ami.list("requirements")? {
+        if req.str("key")?.as_deref() == Some("kubernetes.io/arch")
+            && req.str("operator")?.as_deref() == Some("In")
+        {
+            for v in req.list("values")? {
+                out.push(v.as_string()?);
+            }
         }
     }
     Ok(out)

@@ -7,7 +7,7 @@ mod node_facts;
 mod report;
 mod run;
 mod summary;
-mod world;
+pub(crate) mod world;
 
 pub use error::ReplayError;
 pub use report::{svg_line_chart, write_report, Series};

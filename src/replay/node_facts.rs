@@ -5,13 +5,14 @@
 //! epoch.
 
 use super::world::World;
+use dovetail_dataflow::backend::Cloud;
 use dovetail_dataflow::facts::Fact;
 use dovetail_dataflow::model::labels::{NODEPOOL, UNREGISTERED_TAINT};
 use dovetail_dataflow::model::Node;
 
-impl World {
+impl<C: Cloud> World<C> {
     /// Sends the engine the current fact of every node changed since the last call.
-    pub(super) fn sync_nodes(&mut self) {
+    pub(crate) fn sync_nodes(&mut self) {
         for name in std::mem::take(&mut self.dirty_nodes) {
             match self.node_fact(&name) {
                 Some(n) => self.control.set_fact(Fact::Node(n)),

@@ -7,8 +7,8 @@
 use super::error::ReplayError;
 use super::summary::TimelineRow;
 use dovetail_actuate::{ActuationSettings, ControlLoop};
-use dovetail_dataflow::backend::{CloudEvent, CloudEventKind, Instance, OfferingKey};
-use dovetail_dataflow::catalog::{embedded, ResolveOptions};
+use dovetail_dataflow::backend::{Cloud, CloudEvent, CloudEventKind, Instance, OfferingKey};
+use dovetail_dataflow::catalog::{embedded, RegionCatalog, ResolveOptions};
 use dovetail_dataflow::decisions::Decision;
 use dovetail_dataflow::facts::{self, Fact, Interruption};
 use dovetail_dataflow::model::{Pod, Price};
@@ -18,54 +18,75 @@ use dovetail_ingest::trace::{
 use dovetail_ingest::Reading;
 use dovetail_sim::{eventbridge, InterruptionKind, SimCloud, SimCluster};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
-pub(super) const MINUTE_MS: i64 = 60_000;
+pub(crate) const MINUTE_MS: i64 = 60_000;
 
-pub(super) struct World {
+/// The simulated cluster with a cloud: the simulated one in a replay, EC2 in `dovetail run
+/// --cloud aws --cluster sim`.
+pub(crate) struct World<C = SimCloud> {
     /// The engine and the actuator, acting through `cloud` and `cluster`.
-    pub(super) control: ControlLoop,
-    pub(super) region: String,
-    pub(super) cloud: SimCloud,
-    pub(super) cluster: SimCluster,
+    pub(crate) control: ControlLoop,
+    /// The catalogue the instance types come from (embedded, or discovered from EC2).
+    pub(crate) catalog: Arc<RegionCatalog>,
+    pub(crate) cloud: C,
+    pub(crate) cluster: SimCluster,
     /// When a pod was last bound to or removed from each node (`status.lastPodEventTime`).
-    pub(super) pod_events: BTreeMap<String, i64>,
+    pub(crate) pod_events: BTreeMap<String, i64>,
     /// Nodes whose fact must be re-sent to the engine.
-    pub(super) dirty_nodes: BTreeSet<String>,
+    pub(crate) dirty_nodes: BTreeSet<String>,
     /// Interruption facts told to the engine, by instance id, until the instance is gone.
-    pub(super) interruption_facts: BTreeMap<String, Vec<Fact>>,
-    pub(super) lower_bound: Price,
+    pub(crate) interruption_facts: BTreeMap<String, Vec<Fact>>,
+    pub(crate) lower_bound: Price,
     // statistics
-    pub(super) interruptions: u64,
+    pub(crate) interruptions: u64,
     /// Messages sent to the interruption queue (their sequence numbers).
     messages: u64,
-    pub(super) nodes_terminated: u64,
-    pub(super) peak_nodes: u64,
-    pub(super) pods_created: u64,
-    pub(super) notes: BTreeSet<String>,
+    pub(crate) nodes_terminated: u64,
+    pub(crate) peak_nodes: u64,
+    pub(crate) pods_created: u64,
+    pub(crate) notes: BTreeSet<String>,
+    /// The simulated kubelet joins when the cloud says the instance runs (a real cloud), not
+    /// on the simulated cloud's own registration events.
+    pub(crate) kubelet_joins_when_running: bool,
 }
 
-impl World {
-    pub(super) fn new(
+impl World<SimCloud> {
+    pub(crate) fn new(
         sim: &dovetail_sim::SimConfig,
         build: impl dovetail_dataflow::engine::QueryBuilder,
         workers: usize,
     ) -> Result<World, ReplayError> {
-        let catalog = embedded(&sim.region)?;
+        let catalog = Arc::new(embedded(&sim.region)?.clone());
+        let settings = ActuationSettings {
+            capacity_error_ttl_ms: sim.ice_ttl_ms,
+            ..ActuationSettings::default()
+        };
+        let cloud = SimCloud::new(sim.clone()).map_err(|e| ReplayError::Cloud(e.to_string()))?;
+        World::with_cloud(cloud, catalog, settings, build, workers)
+    }
+}
+
+impl<C: Cloud> World<C> {
+    /// A world around `cloud`, its instance types from `catalog`.
+    pub(crate) fn with_cloud(
+        cloud: C,
+        catalog: Arc<RegionCatalog>,
+        settings: ActuationSettings,
+        build: impl dovetail_dataflow::engine::QueryBuilder,
+        workers: usize,
+    ) -> Result<World<C>, ReplayError> {
         let fleet_types = catalog
             .instance_types(&ResolveOptions::default())
             .into_iter()
             .map(|t| (t.name.clone(), t))
             .collect();
-        let settings = ActuationSettings {
-            capacity_error_ttl_ms: sim.ice_ttl_ms,
-            ..ActuationSettings::default()
-        };
         let mut control = ControlLoop::start(build, workers, settings)?;
         control.actuator_mut().set_instance_types(fleet_types);
         Ok(World {
             control,
-            region: sim.region.clone(),
-            cloud: SimCloud::new(sim.clone()).map_err(|e| ReplayError::Cloud(e.to_string()))?,
+            catalog,
+            cloud,
             cluster: SimCluster::new(),
             pod_events: BTreeMap::new(),
             dirty_nodes: BTreeSet::new(),
@@ -77,13 +98,14 @@ impl World {
             peak_nodes: 0,
             pods_created: 0,
             notes: BTreeSet::new(),
+            kubelet_joins_when_running: false,
         })
     }
 
     /// The instance types each EC2NodeClass resolves, with the cloud's current prices, as facts
     /// (capacity errors reach the engine as facts of their own).
-    pub(super) fn refresh_instance_types(&mut self) -> Result<(), ReplayError> {
-        let catalog = embedded(&self.region)?;
+    pub(crate) fn refresh_instance_types(&mut self) -> Result<(), ReplayError> {
+        let catalog = Arc::clone(&self.catalog);
         let actuator = self.control.actuator();
         let mut types = Vec::new();
         for class in actuator.nodeclasses().values() {
@@ -111,7 +133,7 @@ impl World {
         Ok(())
     }
 
-    pub(super) fn apply(&mut self, object: &AppliedObject) {
+    pub(crate) fn apply(&mut self, object: &AppliedObject) {
         match object {
             AppliedObject::NodePool(p) => self.control.set_fact(Fact::NodePool(p.clone())),
             AppliedObject::EC2NodeClass(c) => self.control.set_fact(Fact::NodeClass(c.clone())),
@@ -135,7 +157,7 @@ impl World {
 
     /// Takes what changed in the cluster (its watch) into facts: pods at once, nodes marked
     /// to be re-sent, and `lastPodEventTime` of the nodes a pod came to or left.
-    pub(super) fn sync_cluster(&mut self, now: i64) {
+    pub(crate) fn sync_cluster(&mut self, now: i64) {
         let changes = self.cluster.take_changes();
         for key in &changes.pods {
             self.sync_pod(key);
@@ -148,11 +170,239 @@ impl World {
     }
 
     /// Binds what the simulated kube-scheduler can.
-    pub(super) fn schedule(&mut self, now: i64) {
+    pub(crate) fn schedule(&mut self, now: i64) {
         self.cluster.schedule(now);
     }
 
-    pub(super) fn event(&mut self, now: i64, e: &TimedEvent) -> Result<(), ReplayError> {
+    /// EC2 (or AWS Health) sent the interruption queue a message: read it as the controller
+    /// reads the queue, through the same reader as `dovetail plan --interruptions`.
+    fn message(&mut self, event: &CloudEvent, instance: &Instance) {
+        self.messages += 1;
+        let Some(body) = eventbridge::message_body(event, instance, self.messages) else {
+            return;
+        };
+        let position = usize::try_from(self.messages).unwrap_or(usize::MAX);
+        match dovetail_ingest::parse_message("simulated interruption queue", position, &body) {
+            Ok(Reading::Interruptions(found)) => {
+                for i in found {
+                    if i.kind == facts::InterruptionKind::RebalanceRecommendation {
+                        self.notes.insert(
+                            "rebalance recommendations were recorded, no action (as Karpenter)"
+                                .to_string(),
+                        );
+                    } else {
+                        self.interruption(instance, i.kind, i.at_ms);
+                    }
+                }
+            }
+            Ok(Reading::Ignored(why)) => {
+                self.notes
+                    .insert(format!("interruption message ignored: {why}"));
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "unreadable interruption message");
+                self.notes
+                    .insert(format!("unreadable interruption message: {e}"));
+            }
+        }
+    }
+
+    /// EC2 says the instance is about to go: tell the engine (Karpenter's interruption queue),
+    /// which answers with an `Interrupted` disruption for a registered node. A NodeClaim not
+    /// registered yet is not a disruption candidate, so the engine is only told to stop
+    /// planning pods onto it.
+    fn interruption(&mut self, instance: &Instance, kind: facts::InterruptionKind, at_ms: i64) {
+        self.interruptions += 1;
+        let fact = Fact::Interruption(Interruption {
+            target: instance.id.clone(),
+            kind,
+            at_ms,
+        });
+        self.control.set_fact(fact.clone());
+        self.interruption_facts
+            .entry(instance.id.clone())
+            .or_default()
+            .push(fact);
+        // Karpenter's interruption controller marks a reclaimed spot pool unavailable, so the
+        // replacement is not launched into it.
+        if kind == facts::InterruptionKind::SpotInterruption {
+            self.control
+                .actuator_mut()
+                .mark_unavailable(at_ms, instance.offering());
+        }
+        let name = instance.node_name();
+        let claim = self
+            .cluster
+            .nodeclaim_of_node(&name)
+            .filter(|c| !c.registered)
+            .cloned();
+        if let Some(mut c) = claim {
+            if let Some(status) = c.status.as_mut() {
+                status.unschedulable = true;
+            }
+            dovetail_dataflow::backend::Cluster::update_nodeclaim(&mut self.cluster, at_ms, c);
+        }
+        // A node already in a graceful command is not a candidate any more, so the engine
+        // will not decide its interruption: drain it now rather than at the reclaim.
+        self.control.actuator_mut().drain_now(&name);
+    }
+
+    pub(crate) fn cloud_events(&mut self, now: i64) {
+        for e in self.cloud.poll_events(now) {
+            let Some(instance) = self.cloud.instance(&e.instance_id).cloned() else {
+                continue;
+            };
+            let name = instance.node_name();
+            match e.kind {
+                // A real cloud says nothing of the kubelet: the simulated cluster's kubelet
+                // joins as soon as the instance runs.
+                CloudEventKind::Running if self.kubelet_joins_when_running => {
+                    self.node_registered(e.at_ms, &name);
+                    self.node_initialized(&name);
+                }
+                CloudEventKind::Running => {}
+                CloudEventKind::NodeRegistered => self.node_registered(e.at_ms, &name),
+                CloudEventKind::NodeInitialized => self.node_initialized(&name),
+                CloudEventKind::SpotInterruptionWarning { .. }
+                | CloudEventKind::CapacityReservationInterruptionWarning { .. }
+                | CloudEventKind::ScheduledChange
+                | CloudEventKind::RebalanceRecommendation => self.message(&e, &instance),
+                CloudEventKind::Terminated { .. } => self.gone(now, &instance),
+            }
+        }
+    }
+
+    /// The kubelet joins: the Node is what actuation wrote on its NodeClaim.
+    fn node_registered(&mut self, at_ms: i64, name: &str) {
+        if self.cluster.register(name, at_ms) {
+            // Karpenter's registration, at once: the engine never sees the unregistered taint.
+            dovetail_actuate::registration::register_node(at_ms, name, &mut self.cluster);
+        } else {
+            self.notes
+                .insert("an instance registered with no NodeClaim launched for it".to_string());
+        }
+    }
+
+    fn node_initialized(&mut self, name: &str) {
+        if self.cluster.mark_ready(name).is_ok() {
+            self.dirty_nodes.insert(name.to_string());
+        }
+    }
+
+    /// An interruption read from the queue (the real one): acted on as the simulated queue's.
+    pub(crate) fn queue_interruption(&mut self, i: Interruption) {
+        let Some(instance) = self.cloud.instance(&i.target).cloned() else {
+            self.notes
+                .insert("interruption messages about instances not of this cluster".to_string());
+            return;
+        };
+        if i.kind == facts::InterruptionKind::RebalanceRecommendation {
+            self.notes.insert(
+                "rebalance recommendations were recorded, no action (as Karpenter)".to_string(),
+            );
+        } else {
+            self.interruption(&instance, i.kind, i.at_ms);
+        }
+    }
+
+    /// The instance is gone: its Node, its pods' binding and what the engine knew of it.
+    fn gone(&mut self, now: i64, instance: &Instance) {
+        let name = instance.node_name();
+        self.nodes_terminated += 1;
+        self.cluster.remove_node_and_claim(now, &name);
+        self.pod_events.remove(&name);
+        self.dirty_nodes.insert(name);
+        for fact in self
+            .interruption_facts
+            .remove(&instance.id)
+            .unwrap_or_default()
+        {
+            self.control.remove_fact(&fact.describe());
+        }
+    }
+
+    pub(crate) fn expire_unavailable(&mut self, now: i64) {
+        self.control.expire_capacity_errors(now);
+    }
+
+    /// Closes the epoch at `now` with what changed, and returns the decisions' diffs.
+    pub(crate) fn advance_engine(
+        &mut self,
+        now: i64,
+    ) -> Result<Vec<(Decision, isize)>, ReplayError> {
+        self.sync_cluster(now);
+        self.sync_nodes();
+        let diffs = self.control.advance(now)?;
+        for (d, r) in &diffs {
+            if let (Decision::ClusterLowerBound(p), 1) = (d, r) {
+                self.lower_bound = *p;
+            }
+        }
+        Ok(diffs)
+    }
+
+    /// Acts on the decisions through the simulated cloud and cluster, then takes in what came
+    /// of it; true when the engine must be told something.
+    pub(crate) fn act(&mut self, now: i64, diffs: &[(Decision, isize)]) -> bool {
+        self.control
+            .act(now, diffs, &mut self.cloud, &mut self.cluster);
+        self.sync_cluster(now);
+        self.control.has_changes() || !self.dirty_nodes.is_empty()
+    }
+
+    /// Whether any node or NodeClaim exists (the disruption loop polls only then).
+    pub(crate) fn has_nodes(&self) -> bool {
+        self.cluster.in_flight().next().is_some() || self.cluster.nodes().next().is_some()
+    }
+
+    pub(crate) fn alive_nodes(&self) -> u64 {
+        Cloud::instances(&self.cloud)
+            .into_iter()
+            .filter(|i| i.state.is_alive())
+            .count() as u64
+    }
+
+    fn cost_rate(&self) -> f64 {
+        Cloud::instances(&self.cloud)
+            .into_iter()
+            .filter(|i| i.state.is_alive())
+            .map(|i| i.price.dollars())
+            .sum()
+    }
+
+    /// Appends a row for every minute that starts before `now`, with the current state.
+    pub(crate) fn timeline_until(
+        &self,
+        now: i64,
+        next_minute: &mut i64,
+        timeline: &mut Vec<TimelineRow>,
+    ) {
+        while *next_minute * MINUTE_MS < now {
+            let pending = self.pods_pending();
+            timeline.push(TimelineRow {
+                minute: *next_minute as u64,
+                nodes: self.alive_nodes(),
+                pods_pending: pending,
+                pods_running: self.cluster.pods().count() as u64 - pending,
+                cost_rate: self.cost_rate(),
+                lower_bound_rate: self.lower_bound.dollars(),
+                nodes_disrupting: self.control.actuator().nodes_disrupting(),
+                nodes_disrupted: self.control.actuator().nodes_disrupted(),
+            });
+            *next_minute += 1;
+        }
+    }
+
+    pub(crate) fn pods_pending(&self) -> u64 {
+        self.cluster
+            .pods()
+            .filter(|p| p.node_name.is_none())
+            .count() as u64
+    }
+}
+
+impl World<SimCloud> {
+    pub(crate) fn event(&mut self, now: i64, e: &TimedEvent) -> Result<(), ReplayError> {
         match &e.event {
             TraceEvent::PodCreated(pod) => {
                 let pod: Pod = (**pod).clone();
@@ -301,211 +551,5 @@ impl World {
             }
         }
         Ok(())
-    }
-
-    /// EC2 (or AWS Health) sent the interruption queue a message: read it as the controller
-    /// reads the queue, through the same reader as `dovetail plan --interruptions`.
-    fn message(&mut self, event: &CloudEvent, instance: &Instance) {
-        self.messages += 1;
-        let Some(body) = eventbridge::message_body(event, instance, self.messages) else {
-            return;
-        };
-        let position = usize::try_from(self.messages).unwrap_or(usize::MAX);
-        match dovetail_ingest::parse_message("simulated interruption queue", position, &body) {
-            Ok(Reading::Interruptions(found)) => {
-                for i in found {
-                    if i.kind == facts::InterruptionKind::RebalanceRecommendation {
-                        self.notes.insert(
-                            "rebalance recommendations were recorded, no action (as Karpenter)"
-                                .to_string(),
-                        );
-                    } else {
-                        self.interruption(instance, i.kind, i.at_ms);
-                    }
-                }
-            }
-            Ok(Reading::Ignored(why)) => {
-                self.notes
-                    .insert(format!("interruption message ignored: {why}"));
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "unreadable interruption message");
-                self.notes
-                    .insert(format!("unreadable interruption message: {e}"));
-            }
-        }
-    }
-
-    /// EC2 says the instance is about to go: tell the engine (Karpenter's interruption queue),
-    /// which answers with an `Interrupted` disruption for a registered node. A NodeClaim not
-    /// registered yet is not a disruption candidate, so the engine is only told to stop
-    /// planning pods onto it.
-    fn interruption(&mut self, instance: &Instance, kind: facts::InterruptionKind, at_ms: i64) {
-        self.interruptions += 1;
-        let fact = Fact::Interruption(Interruption {
-            target: instance.id.clone(),
-            kind,
-            at_ms,
-        });
-        self.control.set_fact(fact.clone());
-        self.interruption_facts
-            .entry(instance.id.clone())
-            .or_default()
-            .push(fact);
-        // Karpenter's interruption controller marks a reclaimed spot pool unavailable, so the
-        // replacement is not launched into it.
-        if kind == facts::InterruptionKind::SpotInterruption {
-            self.control
-                .actuator_mut()
-                .mark_unavailable(at_ms, instance.offering());
-        }
-        let name = instance.node_name();
-        let claim = self
-            .cluster
-            .nodeclaim_of_node(&name)
-            .filter(|c| !c.registered)
-            .cloned();
-        if let Some(mut c) = claim {
-            if let Some(status) = c.status.as_mut() {
-                status.unschedulable = true;
-            }
-            dovetail_dataflow::backend::Cluster::update_nodeclaim(&mut self.cluster, at_ms, c);
-        }
-        // A node already in a graceful command is not a candidate any more, so the engine
-        // will not decide its interruption: drain it now rather than at the reclaim.
-        self.control.actuator_mut().drain_now(&name);
-    }
-
-    pub(super) fn cloud_events(&mut self, now: i64) {
-        for e in self.cloud.poll(now) {
-            let Some(instance) = self.cloud.instance(&e.instance_id).cloned() else {
-                continue;
-            };
-            let name = instance.node_name();
-            match e.kind {
-                CloudEventKind::Running => {}
-                CloudEventKind::NodeRegistered => {
-                    // The kubelet joins: the Node is what actuation wrote on its NodeClaim.
-                    if self.cluster.register(&name, e.at_ms) {
-                        // Karpenter's registration, at once: the engine never sees the
-                        // unregistered taint.
-                        dovetail_actuate::registration::register_node(
-                            e.at_ms,
-                            &name,
-                            &mut self.cluster,
-                        );
-                    } else {
-                        self.notes.insert(
-                            "an instance registered with no NodeClaim launched for it".to_string(),
-                        );
-                    }
-                }
-                CloudEventKind::NodeInitialized => {
-                    if self.cluster.mark_ready(&name).is_ok() {
-                        self.dirty_nodes.insert(name);
-                    }
-                }
-                CloudEventKind::SpotInterruptionWarning { .. }
-                | CloudEventKind::CapacityReservationInterruptionWarning { .. }
-                | CloudEventKind::ScheduledChange
-                | CloudEventKind::RebalanceRecommendation => self.message(&e, &instance),
-                CloudEventKind::Terminated { .. } => self.gone(now, &instance),
-            }
-        }
-    }
-
-    /// The instance is gone: its Node, its pods' binding and what the engine knew of it.
-    fn gone(&mut self, now: i64, instance: &Instance) {
-        let name = instance.node_name();
-        self.nodes_terminated += 1;
-        self.cluster.remove_node_and_claim(now, &name);
-        self.pod_events.remove(&name);
-        self.dirty_nodes.insert(name);
-        for fact in self
-            .interruption_facts
-            .remove(&instance.id)
-            .unwrap_or_default()
-        {
-            self.control.remove_fact(&fact.describe());
-        }
-    }
-
-    pub(super) fn expire_unavailable(&mut self, now: i64) {
-        self.control.expire_capacity_errors(now);
-    }
-
-    /// Closes the epoch at `now` with what changed, and returns the decisions' diffs.
-    pub(super) fn advance_engine(
-        &mut self,
-        now: i64,
-    ) -> Result<Vec<(Decision, isize)>, ReplayError> {
-        self.sync_cluster(now);
-        self.sync_nodes();
-        let diffs = self.control.advance(now)?;
-        for (d, r) in &diffs {
-            if let (Decision::ClusterLowerBound(p), 1) = (d, r) {
-                self.lower_bound = *p;
-            }
-        }
-        Ok(diffs)
-    }
-
-    /// Acts on the decisions through the simulated cloud and cluster, then takes in what came
-    /// of it; true when the engine must be told something.
-    pub(super) fn act(&mut self, now: i64, diffs: &[(Decision, isize)]) -> bool {
-        self.control
-            .act(now, diffs, &mut self.cloud, &mut self.cluster);
-        self.sync_cluster(now);
-        self.control.has_changes() || !self.dirty_nodes.is_empty()
-    }
-
-    /// Whether any node or NodeClaim exists (the disruption loop polls only then).
-    pub(super) fn has_nodes(&self) -> bool {
-        self.cluster.in_flight().next().is_some() || self.cluster.nodes().next().is_some()
-    }
-
-    pub(super) fn alive_nodes(&self) -> u64 {
-        self.cloud
-            .instances()
-            .filter(|i| i.state.is_alive())
-            .count() as u64
-    }
-
-    fn cost_rate(&self) -> f64 {
-        self.cloud
-            .instances()
-            .filter(|i| i.state.is_alive())
-            .map(|i| i.price.dollars())
-            .sum()
-    }
-
-    /// Appends a row for every minute that starts before `now`, with the current state.
-    pub(super) fn timeline_until(
-        &self,
-        now: i64,
-        next_minute: &mut i64,
-        timeline: &mut Vec<TimelineRow>,
-    ) {
-        while *next_minute * MINUTE_MS < now {
-            let pending = self.pods_pending();
-            timeline.push(TimelineRow {
-                minute: *next_minute as u64,
-                nodes: self.alive_nodes(),
-                pods_pending: pending,
-                pods_running: self.cluster.pods().count() as u64 - pending,
-                cost_rate: self.cost_rate(),
-                lower_bound_rate: self.lower_bound.dollars(),
-                nodes_disrupting: self.control.actuator().nodes_disrupting(),
-                nodes_disrupted: self.control.actuator().nodes_disrupted(),
-            });
-            *next_minute += 1;
-        }
-    }
-
-    pub(super) fn pods_pending(&self) -> u64 {
-        self.cluster
-            .pods()
-            .filter(|p| p.node_name.is_none())
-            .count() as u64
     }
 }

@@ -10,7 +10,7 @@ use crate::workload::Rng;
 use anyhow::{Context, Result};
 use dovetail_actuate::registration::node_for_instance;
 use dovetail_dataflow::backend::{FleetOverride, FleetRequest, OfferingKey};
-use dovetail_dataflow::catalog::{embedded, ResolveOptions};
+use dovetail_dataflow::catalog::{RegionCatalog, ResolveOptions};
 use dovetail_dataflow::facts::Fact;
 use dovetail_dataflow::model::labels::{CAPACITY_TYPE, INSTANCE_FAMILY};
 use dovetail_dataflow::model::quantity::mib;
@@ -72,9 +72,8 @@ fn deployment_requests(d: usize) -> Resources {
 }
 
 impl Cluster {
-    /// `nodes` nodes at clock `now_ms`, filled with pods.
-    pub fn build(nodes: usize, seed: u64, now_ms: i64) -> Result<Cluster> {
-        let catalog = embedded("us-east-1").context("loading the us-east-1 catalogue")?;
+    /// `nodes` nodes of types from `catalog` at clock `now_ms`, filled with pods.
+    pub fn build(catalog: &RegionCatalog, nodes: usize, seed: u64, now_ms: i64) -> Result<Cluster> {
         let class = EC2NodeClass {
             name: "default".into(),
             spec_json: "{}".into(),
@@ -186,6 +185,7 @@ impl Cluster {
                 &FleetRequest {
                     nodeclaim: claim.clone(),
                     nodepool: "default".into(),
+                    node_class: None,
                     client_token: claim,
                     capacity_type: "on-demand".into(),
                     overrides: vec![FleetOverride {

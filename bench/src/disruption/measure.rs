@@ -92,7 +92,9 @@ pub fn run(s: &Settings) -> Result<Results> {
     // Monday 2026-11-30 12:00 UTC: inside no budget window of the default NodePool.
     let start: i64 = 1_795_996_800_000 + 12 * 3_600_000;
     let built = Instant::now();
-    let mut cluster = Cluster::build(s.nodes, s.seed, start)?;
+    let catalog = dovetail_dataflow::catalog::embedded("us-east-1")
+        .context("loading the us-east-1 catalogue")?;
+    let mut cluster = Cluster::build(catalog, s.nodes, s.seed, start)?;
     let pods = cluster.pods.len();
     println!(
         "built {} nodes, {pods} bound pods in {:.1} s",

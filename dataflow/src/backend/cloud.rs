@@ -23,7 +23,11 @@ pub struct FleetRequest {
     /// The NodeClaim the instance is for (tagged `karpenter.sh/nodeclaim`).
     pub nodeclaim: String,
     pub nodepool: String,
-    /// Idempotency: a request repeated with the same token launches nothing new.
+    /// The NodePool's EC2NodeClass (`nodeClassRef.name`): subnets, AMIs, launch template.
+    pub node_class: Option<String>,
+    /// The NodeClaim's identity (its name and creation time, standing in for its uid: a name can
+    /// recur). Idempotency: a request repeated with the same token and overrides launches
+    /// nothing new.
     pub client_token: String,
     /// One capacity type per request (reserved, spot or on-demand).
     pub capacity_type: String,

@@ -203,7 +203,7 @@ pub(crate) fn parse_entries(file: &str, text: &str) -> Result<Vec<CatalogEntry>,
 
 /// Karpenter's `(^[a-z]+)(\-[0-9]+tb)?([0-9]+).*\.` on an instance-type name: the category letters
 /// and the generation digits, skipping a `-<n>tb` memory marker (`u-6tb1.56xlarge` → `u`, `1`).
-pub(crate) fn category_and_generation(name: &str) -> Option<(&str, &str)> {
+pub fn category_and_generation(name: &str) -> Option<(&str, &str)> {
     let letters = name.bytes().take_while(u8::is_ascii_lowercase).count();
     if letters == 0 {
         return None;

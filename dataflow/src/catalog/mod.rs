@@ -22,7 +22,7 @@ pub use capacity::{
     capacity, max_pods, memory_capacity_mib, ARM64_CMA_MIB, DEFAULT_EPHEMERAL_STORAGE_GIB,
     VM_MEMORY_OVERHEAD_PERCENT,
 };
-pub use entry::CatalogEntry;
+pub use entry::{category_and_generation, CatalogEntry};
 pub use labels::{lower_kebab, requirements, OS_LINUX};
 pub use offerings::{TypeOfferings, Zone};
 pub use overhead::{
@@ -107,6 +107,22 @@ pub fn embedded(region: &str) -> Result<&'static RegionCatalog, CatalogError> {
         .get_or_init(|| RegionCatalog::parse(region, &EMBEDDED))
         .as_ref()
         .map_err(Clone::clone)
+}
+
+/// The bundled on-demand prices and spot savings of `region`, by instance type, with no zones:
+/// what EC2 discovery joins with the zones EC2 reports (EC2 has no price API for on-demand; the
+/// spot price history is per zone and moto's is a placeholder). Empty for a region without
+/// bundled prices.
+pub fn bundled_prices(region: &str) -> Result<BTreeMap<String, TypeOfferings>, CatalogError> {
+    offerings::parse_region_prices(region, EMBEDDED.on_demand_prices, EMBEDDED.spot_advisor)
+}
+
+/// The bundled rows of `instance_types.csv`, sorted by name: discovery takes what EC2 does not
+/// describe from them (Karpenter's branch-interface and trunking limits).
+pub fn bundled_entries() -> Result<Vec<CatalogEntry>, CatalogError> {
+    let mut entries = entry::parse_entries(entry::FILE, EMBEDDED.instance_types)?;
+    entries.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(entries)
 }
 
 impl RegionCatalog {

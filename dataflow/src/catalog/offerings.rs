@@ -105,6 +105,22 @@ pub(crate) fn parse_region_offerings(
         t.zones.sort();
     }
 
+    for (name, priced) in parse_region_prices(region, prices_csv, spot_csv)? {
+        let t = by_type.entry(name).or_default();
+        t.on_demand = priced.on_demand;
+        t.spot_savings_pct = priced.spot_savings_pct;
+    }
+    Ok(by_type)
+}
+
+/// The region's on-demand prices and spot savings, keyed by instance type, with no zones: what
+/// EC2 discovery joins with the zones EC2 reports.
+pub(crate) fn parse_region_prices(
+    region: &str,
+    prices_csv: &str,
+    spot_csv: &str,
+) -> Result<BTreeMap<String, TypeOfferings>, CatalogError> {
+    let mut by_type: BTreeMap<String, TypeOfferings> = BTreeMap::new();
     let table = Table::parse(
         PRICES_FILE,
         prices_csv,

@@ -80,6 +80,11 @@ pub struct NodeClassStatus {
     pub subnet_ids: BTreeSet<String>,
     pub security_group_ids: BTreeSet<String>,
     pub ami_ids: BTreeSet<String>,
+    /// The subnet an instance in each zone is launched into (CreateFleet needs one per zone; of
+    /// several in a zone, the first listed: Karpenter lists the one with most free IPs first).
+    pub subnet_by_zone: BTreeMap<String, String>,
+    /// The AMI an instance of each `kubernetes.io/arch` boots (the newest resolved for it).
+    pub ami_by_arch: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

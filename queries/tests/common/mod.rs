@@ -69,7 +69,10 @@ impl Outcome {
 /// Loads manifests from YAML text and turns them into facts (us-east-1 catalogue).
 pub fn facts(yaml: &str) -> Vec<Fact> {
     let m = dovetail_ingest::load_str("scenario.yaml", yaml).expect("scenario manifests parse");
-    dovetail_ingest::facts::manifest_facts(&m, "us-east-1").expect("us-east-1 catalogue loads")
+    dovetail_ingest::facts::manifest_facts(
+        &m,
+        dovetail_dataflow::catalog::embedded("us-east-1").expect("us-east-1 catalogue loads"),
+    )
 }
 
 /// Runs the provisioning engine once over the manifests.

@@ -43,6 +43,7 @@ impl LaunchExt for SimCloud {
         let request = FleetRequest {
             nodeclaim: launch.name.clone(),
             nodepool: launch.nodepool.clone(),
+            node_class: None,
             client_token: launch.name.clone(),
             capacity_type: overrides
                 .first()

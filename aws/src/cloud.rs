@@ -1,0 +1,678 @@
+//! [`Ec2Cloud`]: the `Cloud` interface on EC2. Calls are submitted to a tokio runtime and return
+//! at once; their answers come back through a channel and are handed out by `poll_replies`. The
+//! cache of this cluster's instances is kept from DescribeInstances every `describe_interval`,
+//! and the differences between two listings are the lifecycle events (`Running`, `Terminated`).
+//!
+//! Never launch twice: the ClientToken hashes the NodeClaim's identity and the overrides
+//! ([`crate::client_token`]); the first listing is made before the loop starts, so recovery
+//! finds an instance already tagged for a NodeClaim before it would relaunch it. A launch whose
+//! call keeps failing with throttling or transient errors is retried until it gets an answer: its
+//! decision stays pending rather than being dropped.
+
+use crate::calls::Calls;
+use crate::client_token::client_token;
+use crate::error::AwsError;
+use crate::fleet::{fleet_call, read_answer, LaunchContext};
+use crate::instances::describe_cluster_instances;
+use crate::launch_template::{ensure, TemplateSpec};
+use crate::sdk::Clients;
+use crate::settings::AwsSettings;
+use crate::user_data::{user_data, AmiFamily, Bootstrap};
+use crossbeam_channel::{Receiver, Sender};
+use dovetail_dataflow::backend::{
+    Cloud, CloudEvent, CloudEventKind, CloudReply, FleetRequest, Instance, InstanceState,
+    LaunchError, OfferingKey, TerminationCause,
+};
+use dovetail_dataflow::catalog::RegionCatalog;
+use dovetail_dataflow::model::{EC2NodeClass, Price};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// TerminateInstances takes this many ids per call.
+const TERMINATE_BATCH: usize = 500;
+
+enum Completion {
+    Launched {
+        nodeclaim: String,
+        result: Result<Box<Instance>, LaunchError>,
+    },
+    Terminated {
+        ids: Vec<String>,
+        error: Option<String>,
+    },
+    Described {
+        started_ms: i64,
+        result: Result<Vec<Instance>, AwsError>,
+    },
+}
+
+struct Shared {
+    clients: Clients,
+    calls: Arc<Calls>,
+    settings: AwsSettings,
+}
+
+/// EC2 behind the `Cloud` interface.
+pub struct Ec2Cloud {
+    runtime: tokio::runtime::Handle,
+    shared: Arc<Shared>,
+    sender: Sender<Completion>,
+    completions: Receiver<Completion>,
+    instances: BTreeMap<String, Instance>,
+    by_nodeclaim: BTreeMap<String, String>,
+    /// Instances this process asked to terminate (their end is `Requested`).
+    requested: BTreeSet<String>,
+    /// Asked to terminate since the last flush.
+    to_terminate: Vec<String>,
+    replies: Vec<CloudReply>,
+    events: Vec<CloudEvent>,
+    describing: bool,
+    last_describe_ms: Option<i64>,
+    arch_of_type: Arc<BTreeMap<String, String>>,
+    prices: Arc<BTreeMap<OfferingKey, Price>>,
+    nodeclasses: BTreeMap<String, EC2NodeClass>,
+    launches_in_flight: u64,
+    terminations_in_flight: u64,
+    /// Instances a listing lacked, since when: EC2's listings are eventually consistent, so one
+    /// absence is not an end.
+    missing_since: BTreeMap<String, i64>,
+}
+
+/// How long an instance this process did not terminate must be missing from the listings
+/// before it counts as gone (EC2 lists terminated instances for about an hour, so a real end
+/// shows as `terminated` long before this).
+const MISSING_GRACE_MS: i64 = 60_000;
+
+fn wall_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+impl Ec2Cloud {
+    /// Connects: lists this cluster's instances once (so recovery sees them) and starts taking
+    /// calls, paced and counted by `calls` (shared with discovery and the queue). `runtime` runs
+    /// the calls; this must not be called from one of its threads.
+    pub fn connect(
+        runtime: tokio::runtime::Handle,
+        clients: Clients,
+        settings: AwsSettings,
+        catalog: &RegionCatalog,
+        calls: Arc<Calls>,
+    ) -> Result<Ec2Cloud, AwsError> {
+        let (sender, completions) = crossbeam_channel::unbounded();
+        let arch_of_type = catalog
+            .entries
+            .iter()
+            .filter_map(|e| Some((e.name.clone(), e.kube_arch()?.to_string())))
+            .collect();
+        let mut prices = BTreeMap::new();
+        for (name, t) in &catalog.offerings {
+            let spot_supported = catalog.entry(name).is_some_and(|e| e.spot_supported);
+            for o in t.offerings(spot_supported, None) {
+                prices.insert(OfferingKey::new(name, &o.zone, &o.capacity_type), o.price);
+            }
+        }
+        let mut cloud = Ec2Cloud {
+            runtime,
+            shared: Arc::new(Shared {
+                clients,
+                calls,
+                settings,
+            }),
+            sender,
+            completions,
+            instances: BTreeMap::new(),
+            by_nodeclaim: BTreeMap::new(),
+            requested: BTreeSet::new(),
+            to_terminate: Vec::new(),
+            replies: Vec::new(),
+            events: Vec::new(),
+            describing: false,
+            last_describe_ms: None,
+            arch_of_type: Arc::new(arch_of_type),
+            prices: Arc::new(prices),
+            nodeclasses: BTreeMap::new(),
+            launches_in_flight: 0,
+            terminations_in_flight: 0,
+            missing_since: BTreeMap::new(),
+        };
+        let now = wall_ms();
+        let listed = cloud.runtime.block_on(cloud.describe_future(now))?;
+        cloud.last_describe_ms = Some(now);
+        cloud.reconcile(now, now, listed);
+        cloud.events.clear();
+        Ok(cloud)
+    }
+
+    /// The EC2NodeClass launches are made with (its status resolved: subnets per zone, AMIs
+    /// per architecture, security groups).
+    pub fn set_nodeclass(&mut self, class: EC2NodeClass) {
+        self.nodeclasses.insert(class.name.clone(), class);
+    }
+
+    pub fn remove_nodeclass(&mut self, name: &str) {
+        self.nodeclasses.remove(name);
+    }
+
+    /// Calls made so far, by action and result code.
+    pub fn calls(&self) -> &Calls {
+        &self.shared.calls
+    }
+
+    pub fn settings(&self) -> &AwsSettings {
+        &self.shared.settings
+    }
+
+    /// CreateFleet calls submitted and not answered yet.
+    pub fn launches_in_flight(&self) -> u64 {
+        self.launches_in_flight
+    }
+
+    /// Whether a call is still out (a launch, a termination or a listing).
+    pub fn busy(&self) -> bool {
+        self.launches_in_flight > 0
+            || self.terminations_in_flight > 0
+            || self.describing
+            || !self.to_terminate.is_empty()
+    }
+
+    fn describe_future(
+        &self,
+        now_ms: i64,
+    ) -> impl std::future::Future<Output = Result<Vec<Instance>, AwsError>> + Send + 'static {
+        let shared = Arc::clone(&self.shared);
+        let prices = Arc::clone(&self.prices);
+        async move {
+            let tag = shared.settings.cluster_tag_key();
+            let price = move |k: &OfferingKey| prices.get(k).copied();
+            describe_cluster_instances(
+                &shared.clients.ec2,
+                &shared.calls,
+                &tag,
+                &shared.clients.region,
+                now_ms,
+                &price,
+            )
+            .await
+        }
+    }
+
+    /// The launch templates and subnets of the request's EC2NodeClass.
+    fn launch_plan(
+        &self,
+        request: &FleetRequest,
+    ) -> Result<(Vec<(String, TemplateSpec)>, LaunchContext), AwsError> {
+        let name = request.node_class.clone().unwrap_or_default();
+        let class = self
+            .nodeclasses
+            .get(&name)
+            .ok_or_else(|| AwsError::NodeClass {
+                name: name.clone(),
+                field: "metadata.name".into(),
+                reason: format!(
+                    "NodePool {} refers to an EC2NodeClass that does not exist or is not resolved",
+                    request.nodepool
+                ),
+            })?;
+        let spec: serde_json::Value = serde_json::from_str(&class.spec_json).unwrap_or_default();
+        let settings = &self.shared.settings;
+        let family = AmiFamily::from_spec(&spec);
+        let mut tags: BTreeMap<String, String> = spec
+            .get("tags")
+            .and_then(|t| t.as_object())
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        tags.insert(settings.cluster_tag_key(), "owned".into());
+        tags.insert("karpenter.k8s.aws/ec2nodeclass".into(), name.clone());
+        let labels: BTreeMap<String, String> = [(
+            "karpenter.sh/nodepool".to_string(),
+            request.nodepool.clone(),
+        )]
+        .into();
+        let text = user_data(
+            family,
+            &Bootstrap {
+                cluster_name: &settings.cluster_name,
+                endpoint: settings.cluster_endpoint.as_deref(),
+                ca_bundle: settings.cluster_ca_bundle.as_deref(),
+                dns_ip: settings.cluster_dns_ip.as_deref(),
+                kubelet: Some(&class.kubelet),
+                labels,
+                taints: Vec::new(),
+                user_data: spec.get("userData").and_then(|u| u.as_str()),
+            },
+        );
+        let metadata = spec.get("metadataOptions");
+        let http_tokens_required = metadata
+            .and_then(|m| m.get("httpTokens"))
+            .and_then(|v| v.as_str())
+            .is_none_or(|v| v == "required");
+        let hop_limit = metadata
+            .and_then(|m| m.get("httpPutResponseHopLimit"))
+            .and_then(|v| v.as_i64())
+            .unwrap_or(1) as i32;
+        let templates = class
+            .status
+            .ami_by_arch
+            .iter()
+            .map(|(arch, ami)| {
+                (
+                    arch.clone(),
+                    TemplateSpec {
+                        cluster_name: settings.cluster_name.clone(),
+                        node_class: name.clone(),
+                        image_id: ami.clone(),
+                        security_group_ids: class
+                            .status
+                            .security_group_ids
+                            .iter()
+                            .cloned()
+                            .collect(),
+                        user_data: text.clone(),
+                        http_tokens_required,
+                        http_put_response_hop_limit: hop_limit,
+                        tags: tags.clone(),
+                    },
+                )
+            })
+            .collect::<Vec<_>>();
+        let context = LaunchContext {
+            subnet_by_zone: class.status.subnet_by_zone.clone(),
+            template_by_arch: templates
+                .iter()
+                .map(|(arch, t)| (arch.clone(), t.name()))
+                .collect(),
+            tags,
+        };
+        Ok((templates, context))
+    }
+
+    fn drain(&mut self, now_ms: i64) {
+        while let Ok(c) = self.completions.try_recv() {
+            self.handle(now_ms, c);
+        }
+    }
+
+    fn handle(&mut self, now_ms: i64, completion: Completion) {
+        match completion {
+            Completion::Launched { nodeclaim, result } => {
+                self.launches_in_flight = self.launches_in_flight.saturating_sub(1);
+                if let Ok(instance) = &result {
+                    self.by_nodeclaim
+                        .insert(nodeclaim.clone(), instance.id.clone());
+                    self.instances
+                        .entry(instance.id.clone())
+                        .or_insert_with(|| (**instance).clone());
+                }
+                self.replies
+                    .push(CloudReply::Launched { nodeclaim, result });
+            }
+            Completion::Terminated { ids, error } => {
+                self.terminations_in_flight = self.terminations_in_flight.saturating_sub(1);
+                self.on_terminated(now_ms, ids, error);
+            }
+            Completion::Described { started_ms, result } => {
+                self.describing = false;
+                match result {
+                    Ok(listed) => self.reconcile(now_ms, started_ms, listed),
+                    Err(e) => tracing::warn!(
+                        error = %e,
+                        "listing this cluster's instances failed; the cache is kept"
+                    ),
+                }
+            }
+        }
+    }
+
+    /// TerminateInstances answered: the instances shut down, or the call failed and whoever
+    /// asked is told (it asks again).
+    fn on_terminated(&mut self, now_ms: i64, ids: Vec<String>, error: Option<String>) {
+        match error {
+            None => {
+                for id in ids {
+                    if let Some(i) = self.instances.get_mut(&id) {
+                        if i.state.is_alive() {
+                            i.state = InstanceState::ShuttingDown;
+                            i.stopped_ms = Some(now_ms);
+                        }
+                    }
+                }
+            }
+            Some(error) => {
+                for id in ids {
+                    self.requested.remove(&id);
+                    if let Some(i) = self.instances.get_mut(&id) {
+                        if i.state == InstanceState::ShuttingDown {
+                            i.state = InstanceState::Running;
+                            i.stopped_ms = None;
+                        }
+                    }
+                    self.replies.push(CloudReply::TerminateFailed {
+                        instance_id: id,
+                        error: error.clone(),
+                    });
+                }
+            }
+        }
+    }
+
+    /// A new listing: state changes become events; an instance the listing lacks that was
+    /// launched before it started is gone (at once if this process terminated it, after
+    /// [`MISSING_GRACE_MS`] otherwise).
+    fn reconcile(&mut self, now_ms: i64, started_ms: i64, listed: Vec<Instance>) {
+        let mut seen = BTreeSet::new();
+        for mut fresh in listed {
+            seen.insert(fresh.id.clone());
+            match self.instances.get_mut(&fresh.id) {
+                Some(known) => {
+                    let before = known.state;
+                    let after = fresh.state;
+                    if before == InstanceState::Pending && after == InstanceState::Running {
+                        known.state = InstanceState::Running;
+                        known.running_ms = now_ms;
+                        self.events.push(CloudEvent {
+                            at_ms: now_ms,
+                            instance_id: fresh.id.clone(),
+                            kind: CloudEventKind::Running,
+                        });
+                    } else if after == InstanceState::Terminated
+                        && before != InstanceState::Terminated
+                    {
+                        self.end(now_ms, &fresh.id);
+                    } else if after == InstanceState::ShuttingDown && before.is_alive() {
+                        known.state = InstanceState::ShuttingDown;
+                        known.stopped_ms.get_or_insert(now_ms);
+                    }
+                }
+                None => {
+                    if !fresh.launch.is_empty() && fresh.state.is_alive() {
+                        self.by_nodeclaim
+                            .insert(fresh.launch.clone(), fresh.id.clone());
+                    }
+                    if !fresh.state.is_alive() {
+                        fresh.stopped_ms = Some(now_ms);
+                    }
+                    // Launched by a call whose answer this process never had (a restart).
+                    if fresh.state == InstanceState::Running {
+                        self.events.push(CloudEvent {
+                            at_ms: now_ms,
+                            instance_id: fresh.id.clone(),
+                            kind: CloudEventKind::Running,
+                        });
+                    }
+                    self.instances.insert(fresh.id.clone(), fresh);
+                }
+            }
+        }
+        for id in &seen {
+            self.missing_since.remove(id);
+        }
+        let missing: Vec<String> = self
+            .instances
+            .values()
+            .filter(|i| {
+                !seen.contains(&i.id)
+                    && i.state != InstanceState::Terminated
+                    && i.launched_ms < started_ms
+            })
+            .map(|i| i.id.clone())
+            .collect();
+        for id in missing {
+            let since = *self.missing_since.entry(id.clone()).or_insert(now_ms);
+            // One this process terminated is expected to go; any other must stay missing.
+            if self.requested.contains(&id) || now_ms - since >= MISSING_GRACE_MS {
+                self.missing_since.remove(&id);
+                self.end(now_ms, &id);
+            }
+        }
+    }
+
+    fn end(&mut self, now_ms: i64, id: &str) {
+        let Some(i) = self.instances.get_mut(id) else {
+            return;
+        };
+        i.state = InstanceState::Terminated;
+        i.stopped_ms.get_or_insert(now_ms);
+        if self.by_nodeclaim.get(&i.launch).is_some_and(|x| x == id) {
+            self.by_nodeclaim.remove(&i.launch);
+        }
+        let cause = if self.requested.remove(id) {
+            TerminationCause::Requested
+        } else {
+            TerminationCause::StateChange
+        };
+        self.events.push(CloudEvent {
+            at_ms: now_ms,
+            instance_id: id.to_string(),
+            kind: CloudEventKind::Terminated { cause },
+        });
+    }
+
+    fn flush_terminations(&mut self) {
+        if self.to_terminate.is_empty() {
+            return;
+        }
+        let ids = std::mem::take(&mut self.to_terminate);
+        for batch in ids.chunks(TERMINATE_BATCH) {
+            self.terminations_in_flight += 1;
+            let batch = batch.to_vec();
+            let shared = Arc::clone(&self.shared);
+            let sender = self.sender.clone();
+            self.runtime.spawn(async move {
+                const ACTION: &str = "TerminateInstances";
+                let result = shared
+                    .calls
+                    .run(ACTION, || async {
+                        shared
+                            .clients
+                            .ec2
+                            .terminate_instances()
+                            .set_instance_ids(Some(batch.clone()))
+                            .send()
+                            .await
+                            .map_err(|e| crate::error::from_sdk(ACTION, e))
+                    })
+                    .await;
+                let _ = sender.send(Completion::Terminated {
+                    ids: batch,
+                    error: result.err().map(|e| e.to_string()),
+                });
+            });
+        }
+    }
+
+    fn maybe_describe(&mut self, now_ms: i64) {
+        let interval = self.shared.settings.describe_interval.as_millis() as i64;
+        if self.describing || self.last_describe_ms.is_some_and(|t| now_ms - t < interval) {
+            return;
+        }
+        self.describing = true;
+        self.last_describe_ms = Some(now_ms);
+        let future = self.describe_future(now_ms);
+        let sender = self.sender.clone();
+        self.runtime.spawn(async move {
+            let result = future.await;
+            let _ = sender.send(Completion::Described {
+                started_ms: now_ms,
+                result,
+            });
+        });
+    }
+
+    /// Lists this cluster's instances now and waits for the answer (tests, shutdown summaries).
+    pub fn refresh(&mut self) -> Result<(), AwsError> {
+        let now = wall_ms();
+        let listed = self.runtime.block_on(self.describe_future(now))?;
+        self.last_describe_ms = Some(now);
+        self.drain(now);
+        self.reconcile(now, now, listed);
+        Ok(())
+    }
+
+    /// Waits up to `timeout` for every call out to be answered.
+    pub fn settle(&mut self, timeout: Duration) {
+        let deadline = std::time::Instant::now() + timeout;
+        self.flush_terminations();
+        while self.launches_in_flight > 0 || self.terminations_in_flight > 0 || self.describing {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            let Ok(c) = self.completions.recv_timeout(left) else {
+                return;
+            };
+            self.handle(wall_ms(), c);
+        }
+    }
+}
+
+async fn launch(
+    shared: Arc<Shared>,
+    request: FleetRequest,
+    templates: Vec<(String, TemplateSpec)>,
+    context: LaunchContext,
+    arch_of_type: Arc<BTreeMap<String, String>>,
+    now_ms: i64,
+) -> Result<Instance, LaunchError> {
+    let failed = |e: AwsError| LaunchError::Failed(e.to_string());
+    // Only the templates of the architectures the overrides need.
+    let needed: BTreeSet<&String> = request
+        .overrides
+        .iter()
+        .filter_map(|o| arch_of_type.get(&o.key.instance_type))
+        .collect();
+    for (_, spec) in templates.iter().filter(|(arch, _)| needed.contains(arch)) {
+        retrying(|| ensure(&shared.clients.ec2, &shared.calls, spec))
+            .await
+            .map_err(failed)?;
+    }
+    let call = fleet_call(&request, &context, |t| arch_of_type.get(t).cloned()).map_err(failed)?;
+    let token = client_token(&request);
+    const ACTION: &str = "CreateFleet";
+    let output = retrying(|| {
+        shared.calls.run(ACTION, || async {
+            let mut builder = shared
+                .clients
+                .ec2
+                .create_fleet()
+                .r#type(aws_sdk_ec2::types::FleetType::Instant)
+                .client_token(&token)
+                .set_launch_template_configs(Some(call.configs.clone()))
+                .target_capacity_specification(call.capacity.clone())
+                .set_tag_specifications(Some(call.tags.clone()));
+            if let Some(s) = &call.spot {
+                builder = builder.spot_options(s.clone());
+            }
+            if let Some(o) = &call.on_demand {
+                builder = builder.on_demand_options(o.clone());
+            }
+            builder
+                .send()
+                .await
+                .map_err(|e| crate::error::from_sdk(ACTION, e))
+        })
+    })
+    .await
+    .map_err(failed)?;
+    read_answer(&request, &call, &output, &shared.clients.region, now_ms).map_err(failed)?
+}
+
+/// Runs `call` again (after [`Calls`] gave up on its own retries) while it fails with
+/// throttling or a transient error: the decision waits rather than being dropped.
+async fn retrying<T, F, Fut>(mut call: F) -> Result<T, AwsError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, AwsError>>,
+{
+    loop {
+        match call().await {
+            Err(e) if e.is_retryable() => {
+                tracing::warn!(error = %e, "still failing after retries; trying again in 30 s");
+                tokio::time::sleep(Duration::from_secs(30)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+impl Cloud for Ec2Cloud {
+    fn create_fleet(&mut self, now_ms: i64, request: FleetRequest) {
+        self.launches_in_flight += 1;
+        let nodeclaim = request.nodeclaim.clone();
+        let sender = self.sender.clone();
+        let plan = self.launch_plan(&request);
+        let shared = Arc::clone(&self.shared);
+        let arch_of_type = Arc::clone(&self.arch_of_type);
+        self.runtime.spawn(async move {
+            let result = match plan {
+                Ok((templates, context)) => {
+                    launch(shared, request, templates, context, arch_of_type, now_ms).await
+                }
+                Err(e) => Err(LaunchError::Failed(e.to_string())),
+            };
+            let _ = sender.send(Completion::Launched {
+                nodeclaim,
+                result: result.map(Box::new),
+            });
+        });
+    }
+
+    fn terminate(&mut self, now_ms: i64, instance_id: &str) {
+        match self.instances.get(instance_id) {
+            None => self.replies.push(CloudReply::TerminateFailed {
+                instance_id: instance_id.to_string(),
+                error: format!(
+                    "not tagged {}: dovetail terminates only this cluster's instances",
+                    self.shared.settings.cluster_tag_key()
+                ),
+            }),
+            Some(i) if !i.state.is_alive() => {}
+            Some(_) => {
+                // Asked to terminate is no longer alive (as EC2 answers `shutting-down`); a
+                // failed call makes it alive again.
+                if let Some(i) = self.instances.get_mut(instance_id) {
+                    i.state = InstanceState::ShuttingDown;
+                    i.stopped_ms = Some(now_ms);
+                }
+                if self.requested.insert(instance_id.to_string()) {
+                    self.to_terminate.push(instance_id.to_string());
+                }
+            }
+        }
+    }
+
+    fn poll_replies(&mut self, now_ms: i64) -> Vec<CloudReply> {
+        self.flush_terminations();
+        self.drain(now_ms);
+        std::mem::take(&mut self.replies)
+    }
+
+    fn poll_events(&mut self, now_ms: i64) -> Vec<CloudEvent> {
+        self.flush_terminations();
+        self.drain(now_ms);
+        self.maybe_describe(now_ms);
+        std::mem::take(&mut self.events)
+    }
+
+    fn instance(&self, id: &str) -> Option<&Instance> {
+        self.instances.get(id)
+    }
+
+    fn instance_for_nodeclaim(&self, nodeclaim: &str) -> Option<&Instance> {
+        self.by_nodeclaim
+            .get(nodeclaim)
+            .and_then(|id| self.instances.get(id))
+            .filter(|i| i.state.is_alive())
+    }
+
+    fn instances(&self) -> Vec<&Instance> {
+        self.instances.values().collect()
+    }
+}

@@ -1,0 +1,115 @@
+//! Launch templates, one per distinct (EC2NodeClass, AMI, user data, security groups, metadata
+//! options, block devices): the name is a hash of what goes into it, so an unchanged template is
+//! reused across restarts and a change makes a new one. Created on demand (a template that exists
+//! already is found by name), tagged as this cluster's.
+
+use crate::calls::Calls;
+use crate::error::{from_sdk, AwsError};
+use aws_sdk_ec2::types::{
+    LaunchTemplateHttpTokensState, LaunchTemplateInstanceMetadataEndpointState,
+    LaunchTemplateInstanceMetadataOptionsRequest, RequestLaunchTemplateData, ResourceType, Tag,
+    TagSpecification,
+};
+use base64::Engine as _;
+use dovetail_dataflow::stable_hash::stable_hash;
+use std::collections::BTreeMap;
+
+/// What goes into one launch template.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TemplateSpec {
+    pub cluster_name: String,
+    pub node_class: String,
+    pub image_id: String,
+    pub security_group_ids: Vec<String>,
+    /// Plain text; base64-encoded when sent.
+    pub user_data: String,
+    /// `spec.metadataOptions` (Karpenter's defaults: tokens required, hop limit 1).
+    pub http_tokens_required: bool,
+    pub http_put_response_hop_limit: i32,
+    /// Tags of the template itself (the cluster's, the EC2NodeClass's).
+    pub tags: BTreeMap<String, String>,
+}
+
+impl TemplateSpec {
+    /// `dovetail/CLUSTER/HASH`: found again by name while its content is unchanged.
+    pub fn name(&self) -> String {
+        format!("dovetail/{}/{:016x}", self.cluster_name, stable_hash(self))
+    }
+}
+
+/// The template's name, after making sure it exists.
+pub async fn ensure(
+    ec2: &aws_sdk_ec2::Client,
+    calls: &Calls,
+    spec: &TemplateSpec,
+) -> Result<String, AwsError> {
+    let name = spec.name();
+    const DESCRIBE: &str = "DescribeLaunchTemplates";
+    let found = calls
+        .run(DESCRIBE, || async {
+            match ec2
+                .describe_launch_templates()
+                .launch_template_names(&name)
+                .send()
+                .await
+            {
+                Ok(out) => Ok(!out.launch_templates().is_empty()),
+                Err(e) => {
+                    let e = from_sdk(DESCRIBE, e);
+                    if e.code().is_some_and(|c| c.contains("NotFound")) {
+                        Ok(false)
+                    } else {
+                        Err(e)
+                    }
+                }
+            }
+        })
+        .await?;
+    if found {
+        return Ok(name);
+    }
+    const CREATE: &str = "CreateLaunchTemplate";
+    let tags: Vec<Tag> = spec
+        .tags
+        .iter()
+        .map(|(k, v)| Tag::builder().key(k).value(v).build())
+        .collect();
+    let data = RequestLaunchTemplateData::builder()
+        .image_id(&spec.image_id)
+        .set_security_group_ids(Some(spec.security_group_ids.clone()))
+        .user_data(base64::engine::general_purpose::STANDARD.encode(spec.user_data.as_bytes()))
+        .metadata_options(
+            LaunchTemplateInstanceMetadataOptionsRequest::builder()
+                .http_endpoint(LaunchTemplateInstanceMetadataEndpointState::Enabled)
+                .http_tokens(if spec.http_tokens_required {
+                    LaunchTemplateHttpTokensState::Required
+                } else {
+                    LaunchTemplateHttpTokensState::Optional
+                })
+                .http_put_response_hop_limit(spec.http_put_response_hop_limit)
+                .build(),
+        )
+        .build();
+    let created = calls
+        .run(CREATE, || async {
+            ec2.create_launch_template()
+                .launch_template_name(&name)
+                .launch_template_data(data.clone())
+                .tag_specifications(
+                    TagSpecification::builder()
+                        .resource_type(ResourceType::LaunchTemplate)
+                        .set_tags(Some(tags.clone()))
+                        .build(),
+                )
+                .send()
+                .await
+                .map_err(|e| from_sdk(CREATE, e))
+        })
+        .await;
+    match created {
+        Ok(_) => Ok(name),
+        // Made by a concurrent launch meanwhile.
+        Err(e) if e.code().is_some_and(|c| c.contains("AlreadyExists")) => Ok(name),
+        Err(e) => Err(e),
+    }
+}

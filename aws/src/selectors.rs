@@ -1,0 +1,243 @@
+//! An EC2NodeClass's selector terms resolved as Karpenter resolves them, into the `status` the
+//! engine reads (and CreateFleet needs): subnets by `tags` / `id` (DescribeSubnets; per zone, the
+//! one with most free addresses), security groups by `tags` / `id` / `name`
+//! (DescribeSecurityGroups), AMIs by `id` / `name` / `owner` / `tags` (DescribeImages; the newest
+//! per architecture). Terms are ORed, the fields of one term ANDed; a tag value `*` matches any
+//! value. `alias` and `ssmParameter` terms need SSM and are not resolved yet: such a term is an
+//! error naming it, so nothing launches with an AMI the user did not choose.
+
+use crate::calls::Calls;
+use crate::error::{from_sdk, AwsError};
+use aws_sdk_ec2::types::Filter;
+use dovetail_dataflow::model::NodeClassStatus;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// One selector term's filters, and its `id` (sent as an id list, not a filter).
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Term {
+    id: Option<String>,
+    filters: Vec<Filter>,
+    owner: Option<String>,
+}
+
+fn terms(
+    class: &str,
+    spec: &Value,
+    field: &str,
+    name_filter: Option<&str>,
+) -> Result<Vec<Term>, AwsError> {
+    let error = |i: usize, f: &str, reason: String| AwsError::NodeClass {
+        name: class.to_string(),
+        field: format!(
+            "spec.{field}[{i}]{}",
+            if f.is_empty() {
+                String::new()
+            } else {
+                format!(".{f}")
+            }
+        ),
+        reason,
+    };
+    let Some(list) = spec.get(field) else {
+        return Ok(Vec::new());
+    };
+    let list = list
+        .as_array()
+        .ok_or_else(|| error(0, "", "must be a list".into()))?;
+    let mut out = Vec::new();
+    for (i, t) in list.iter().enumerate() {
+        let obj = t
+            .as_object()
+            .ok_or_else(|| error(i, "", "must be an object".into()))?;
+        let mut term = Term::default();
+        for (k, v) in obj {
+            match k.as_str() {
+                "id" => {
+                    term.id = Some(
+                        v.as_str()
+                            .ok_or_else(|| error(i, "id", "must be a string".into()))?
+                            .to_string(),
+                    )
+                }
+                "tags" => {
+                    let tags = v
+                        .as_object()
+                        .ok_or_else(|| error(i, "tags", "must be a map".into()))?;
+                    for (key, value) in tags {
+                        let value = value
+                            .as_str()
+                            .ok_or_else(|| error(i, "tags", format!("{key}: must be a string")))?;
+                        term.filters.push(if value == "*" {
+                            Filter::builder().name("tag-key").values(key).build()
+                        } else {
+                            Filter::builder()
+                                .name(format!("tag:{key}"))
+                                .values(value)
+                                .build()
+                        });
+                    }
+                }
+                "name" if name_filter.is_some() => {
+                    let name = v
+                        .as_str()
+                        .ok_or_else(|| error(i, "name", "must be a string".into()))?;
+                    term.filters.push(
+                        Filter::builder()
+                            .name(name_filter.unwrap_or("name"))
+                            .values(name)
+                            .build(),
+                    );
+                }
+                "owner" if field == "amiSelectorTerms" => {
+                    term.owner = Some(
+                        v.as_str()
+                            .ok_or_else(|| error(i, "owner", "must be a string".into()))?
+                            .to_string(),
+                    );
+                }
+                "alias" | "ssmParameter" if field == "amiSelectorTerms" => {
+                    return Err(error(i, k, format!("{k} terms are resolved through SSM, which dovetail does not call yet; select the AMI by id, name or tags")));
+                }
+                other => return Err(error(i, other, "unknown selector field".into())),
+            }
+        }
+        if term.id.is_none() && term.filters.is_empty() && term.owner.is_none() {
+            return Err(error(
+                i,
+                "",
+                "an empty term selects everything; give tags, id or name".into(),
+            ));
+        }
+        out.push(term);
+    }
+    Ok(out)
+}
+
+/// The resolved status of one EC2NodeClass (`spec` as JSON).
+pub async fn resolve(
+    ec2: &aws_sdk_ec2::Client,
+    calls: &Calls,
+    class: &str,
+    spec: &Value,
+    arch_of_ec2_arch: impl Fn(&str) -> Option<&'static str>,
+) -> Result<NodeClassStatus, AwsError> {
+    let mut status = NodeClassStatus::default();
+    // Subnets: per zone the one with most free addresses.
+    let mut best: BTreeMap<String, (i32, String)> = BTreeMap::new();
+    for term in terms(class, spec, "subnetSelectorTerms", None)? {
+        const ACTION: &str = "DescribeSubnets";
+        let out = calls
+            .run(ACTION, || async {
+                ec2.describe_subnets()
+                    .set_subnet_ids(term.id.clone().map(|i| vec![i]))
+                    .set_filters(Some(term.filters.clone()).filter(|f| !f.is_empty()))
+                    .send()
+                    .await
+                    .map_err(|e| from_sdk(ACTION, e))
+            })
+            .await?;
+        for s in out.subnets() {
+            let (Some(id), Some(zone)) = (s.subnet_id(), s.availability_zone()) else {
+                continue;
+            };
+            let free = s.available_ip_address_count().unwrap_or(0);
+            status.subnet_ids.insert(id.to_string());
+            status.subnet_zones.insert(zone.to_string());
+            let e = best
+                .entry(zone.to_string())
+                .or_insert((free, id.to_string()));
+            if free > e.0 || (free == e.0 && id < e.1.as_str()) {
+                *e = (free, id.to_string());
+            }
+        }
+    }
+    status.subnet_by_zone = best.into_iter().map(|(z, (_, id))| (z, id)).collect();
+
+    for term in terms(
+        class,
+        spec,
+        "securityGroupSelectorTerms",
+        Some("group-name"),
+    )? {
+        const ACTION: &str = "DescribeSecurityGroups";
+        let out = calls
+            .run(ACTION, || async {
+                ec2.describe_security_groups()
+                    .set_group_ids(term.id.clone().map(|i| vec![i]))
+                    .set_filters(Some(term.filters.clone()).filter(|f| !f.is_empty()))
+                    .send()
+                    .await
+                    .map_err(|e| from_sdk(ACTION, e))
+            })
+            .await?;
+        for g in out.security_groups() {
+            if let Some(id) = g.group_id() {
+                status.security_group_ids.insert(id.to_string());
+            }
+        }
+    }
+
+    // AMIs: the newest per architecture.
+    let mut newest: BTreeMap<&'static str, (String, String)> = BTreeMap::new();
+    for term in terms(class, spec, "amiSelectorTerms", Some("name"))? {
+        const ACTION: &str = "DescribeImages";
+        let out = calls
+            .run(ACTION, || async {
+                ec2.describe_images()
+                    .set_image_ids(term.id.clone().map(|i| vec![i]))
+                    .set_owners(term.owner.clone().map(|o| vec![o]))
+                    .set_filters(Some(term.filters.clone()).filter(|f| !f.is_empty()))
+                    .send()
+                    .await
+                    .map_err(|e| from_sdk(ACTION, e))
+            })
+            .await?;
+        for image in out.images() {
+            let (Some(id), Some(arch)) = (
+                image.image_id(),
+                image
+                    .architecture()
+                    .and_then(|a| arch_of_ec2_arch(a.as_str())),
+            ) else {
+                continue;
+            };
+            let created = image.creation_date().unwrap_or_default().to_string();
+            status.ami_ids.insert(id.to_string());
+            let e = newest
+                .entry(arch)
+                .or_insert((created.clone(), id.to_string()));
+            if created > e.0 {
+                *e = (created, id.to_string());
+            }
+        }
+    }
+    status.ami_by_arch = newest
+        .into_iter()
+        .map(|(arch, (_, id))| (arch.to_string(), id))
+        .collect();
+    if status.subnet_by_zone.is_empty() {
+        return Err(AwsError::NodeClass {
+            name: class.to_string(),
+            field: "spec.subnetSelectorTerms".into(),
+            reason: "selects no subnet".into(),
+        });
+    }
+    if status.ami_by_arch.is_empty() {
+        return Err(AwsError::NodeClass {
+            name: class.to_string(),
+            field: "spec.amiSelectorTerms".into(),
+            reason: "selects no AMI of a supported architecture (x86_64, arm64)".into(),
+        });
+    }
+    Ok(status)
+}
+
+/// EC2's architecture names as `kubernetes.io/arch` values.
+pub fn kube_arch(ec2_arch: &str) -> Option<&'static str> {
+    match ec2_arch {
+        "x86_64" => Some("amd64"),
+        "arm64" => Some("arm64"),
+        _ => None,
+    }
+}

@@ -1,0 +1,11 @@
+//! The AWS backend against a real EC2/SQS API server (moto's server mode behind the test peer of
+//! `support/`): discovery, selector terms, launch, terminate, idempotency, capacity errors,
+//! throttling, the interruption queue.
+
+mod support;
+
+mod against_moto {
+    mod discovery;
+    mod launch;
+    mod queue;
+}

@@ -1,0 +1,115 @@
+use crate::support::{network, nodeclass, settings, Peer};
+use dovetail_aws::calls::Calls;
+use dovetail_aws::discovery::discover_catalog;
+use dovetail_aws::selectors::{kube_arch, resolve};
+use dovetail_dataflow::catalog::embedded;
+use tokio::runtime::Runtime;
+
+#[test]
+fn discovery_from_ec2_equals_the_bundled_catalogue() {
+    let peer = Peer::start();
+    let rt = Runtime::new().expect("a runtime");
+    let clients = rt.block_on(peer.clients());
+    let calls = Calls::new(&settings());
+    let found = rt
+        .block_on(discover_catalog(&clients.ec2, &calls, "us-east-1"))
+        .expect("discovery");
+    let bundled = embedded("us-east-1").expect("the bundled catalogue");
+
+    // Instance types: the bundle is moto's own DescribeInstanceTypes dump, so every column EC2
+    // describes (and the ENI-limited max pods computed from them) must come out the same.
+    assert_eq!(found.catalog.entries.len(), bundled.entries.len());
+    for (f, b) in found.catalog.entries.iter().zip(&bundled.entries) {
+        assert_eq!(f, b, "instance type {}", b.name);
+    }
+
+    // Zones per type, and prices (moto's spot prices are a placeholder: the bundled estimate).
+    for (name, b) in &bundled.offerings {
+        let f = found
+            .catalog
+            .offerings
+            .get(name)
+            .unwrap_or_else(|| panic!("{name} discovered"));
+        let zones = |o: &dovetail_dataflow::catalog::TypeOfferings| {
+            o.zones.iter().map(|z| z.name.clone()).collect::<Vec<_>>()
+        };
+        assert_eq!(zones(f), zones(b), "zones of {name}");
+        assert_eq!(f.on_demand, b.on_demand, "on-demand price of {name}");
+        assert_eq!(
+            f.spot_savings_pct, b.spot_savings_pct,
+            "spot saving of {name}"
+        );
+    }
+    assert!(
+        found
+            .notes
+            .iter()
+            .any(|n| n.contains("bundled spot advisor estimate")),
+        "the fallback to the bundled spot estimate is said: {:?}",
+        found.notes
+    );
+
+    // Zone ids are this account's pairing, from DescribeAvailabilityZones.
+    assert!(found.zone_ids.len() >= 6, "{:?}", found.zone_ids);
+    for offering in found.catalog.offerings.values() {
+        for z in &offering.zones {
+            assert_eq!(Some(&z.id), found.zone_ids.get(&z.name), "zone {}", z.name);
+        }
+    }
+}
+
+#[test]
+fn selector_terms_resolve_into_the_status_createfleet_needs() {
+    let peer = Peer::start();
+    let rt = Runtime::new().expect("a runtime");
+    let clients = rt.block_on(peer.clients());
+    let net = rt.block_on(network(&clients));
+    let calls = Calls::new(&settings());
+    let class = nodeclass("default");
+    let spec: serde_json::Value = serde_json::from_str(&class.spec_json).expect("spec JSON");
+    let status = rt
+        .block_on(resolve(&clients.ec2, &calls, "default", &spec, kube_arch))
+        .expect("resolved");
+    assert_eq!(status.subnet_by_zone, net.subnets);
+    assert_eq!(
+        status.security_group_ids.iter().collect::<Vec<_>>(),
+        vec![&net.security_group]
+    );
+    assert_eq!(status.ami_by_arch.get("amd64"), Some(&net.ami_amd64));
+    assert_eq!(status.ami_by_arch.get("arm64"), Some(&net.ami_arm64));
+
+    // By id and by name; an alias is refused with the field named.
+    let spec = serde_json::json!({
+        "subnetSelectorTerms": [{"id": net.subnets["us-east-1b"]}],
+        "securityGroupSelectorTerms": [{"name": "test-cluster-nodes"}],
+        "amiSelectorTerms": [{"id": net.ami_amd64}],
+    });
+    let status = rt
+        .block_on(resolve(&clients.ec2, &calls, "by-id", &spec, kube_arch))
+        .expect("resolved by id");
+    assert_eq!(status.subnet_by_zone.len(), 1);
+    assert_eq!(status.security_group_ids.len(), 1);
+    assert_eq!(status.ami_by_arch.len(), 1);
+
+    let spec = serde_json::json!({
+        "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "test-cluster"}}],
+        "amiSelectorTerms": [{"alias": "al2023@latest"}],
+    });
+    let err = rt
+        .block_on(resolve(&clients.ec2, &calls, "aliased", &spec, kube_arch))
+        .expect_err("alias terms need SSM");
+    let text = err.to_string();
+    assert!(
+        text.contains("EC2NodeClass aliased") && text.contains("amiSelectorTerms[0].alias"),
+        "{text}"
+    );
+
+    let spec = serde_json::json!({
+        "subnetSelectorTerms": [{"tags": {"no-such": "tag"}}],
+        "amiSelectorTerms": [{"id": net.ami_amd64}],
+    });
+    let err = rt
+        .block_on(resolve(&clients.ec2, &calls, "empty", &spec, kube_arch))
+        .expect_err("no subnet");
+    assert!(err.to_string().contains("subnetSelectorTerms"), "{err}");
+}

@@ -1,0 +1,73 @@
+//! `dovetail run`'s flags. Region, cluster name and queue come by flag or by environment, with
+//! Karpenter's names (`AWS_REGION`, `CLUSTER_NAME`, `INTERRUPTION_QUEUE`); the endpoint comes
+//! from the SDK's standard configuration (`AWS_ENDPOINT_URL`, profiles).
+
+use clap::{Args, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CloudKind {
+    /// EC2, through the SDK's standard configuration.
+    Aws,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ClusterKind {
+    /// The simulated cluster, started from the manifests given with `-f`.
+    Sim,
+}
+
+fn duration_ms(text: &str) -> Result<i64, String> {
+    match dovetail_dataflow::model::duration::parse_duration(text)? {
+        Some(ms) if ms >= 0 => Ok(ms),
+        _ => Err(format!("{text:?}: expected a duration such as 30s or 2m")),
+    }
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    #[arg(long, value_enum)]
+    pub cloud: CloudKind,
+    #[arg(long, value_enum)]
+    pub cluster: ClusterKind,
+    /// The simulated cluster's starting state: NodePools, EC2NodeClasses, pods, ... (files or
+    /// folders, YAML or JSON).
+    #[arg(short = 'f', long = "filename", num_args = 1.., required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Stop after this long (Go duration: `90s`, `10m`); runs until interrupted otherwise.
+    #[arg(long = "for", value_parser = duration_ms)]
+    pub for_ms: Option<i64>,
+    /// Write the summary (JSON) here instead of standard output.
+    #[arg(long)]
+    pub summary: Option<PathBuf>,
+    /// The AWS region (default: the SDK's configuration, `AWS_REGION`).
+    #[arg(long)]
+    pub region: Option<String>,
+    /// The cluster's name: instances are tagged `kubernetes.io/cluster/NAME`.
+    #[arg(long, env = "CLUSTER_NAME")]
+    pub cluster_name: String,
+    /// The API server URL nodes join (user data).
+    #[arg(long, env = "CLUSTER_ENDPOINT")]
+    pub cluster_endpoint: Option<String>,
+    /// The SQS interruption queue, by name or URL.
+    #[arg(long, env = "INTERRUPTION_QUEUE")]
+    pub interruption_queue: Option<String>,
+    /// How often this cluster's instances are listed (DescribeInstances).
+    #[arg(long = "describe-interval", default_value = "10s", value_parser = duration_ms)]
+    pub describe_interval_ms: i64,
+    /// How often EC2NodeClass selector terms are resolved again.
+    #[arg(long = "nodeclass-refresh", default_value = "1m", value_parser = duration_ms)]
+    pub nodeclass_refresh_ms: i64,
+    /// How often garbage collection runs.
+    #[arg(long = "gc-interval", default_value = "10s", value_parser = duration_ms)]
+    pub gc_interval_ms: i64,
+    /// How old an instance with no NodeClaim must be before it is terminated.
+    #[arg(long = "gc-grace", default_value = "30s", value_parser = duration_ms)]
+    pub gc_grace_ms: i64,
+    /// How long an offering that failed with a capacity error stays unavailable.
+    #[arg(long = "capacity-error-ttl", default_value = "3m", value_parser = duration_ms)]
+    pub capacity_error_ttl_ms: i64,
+    /// The loop wakes at least this often.
+    #[arg(long = "tick", default_value = "1s", value_parser = duration_ms)]
+    pub tick_ms: i64,
+}

@@ -1,0 +1,107 @@
+//! `dovetail run`: the control loop on the wall clock against a real cloud. Today the cloud is
+//! EC2 (`--cloud aws`) and the cluster is simulated (`--cluster sim`): the simulated cluster
+//! registers a Node when its instance runs, binds pods, and removes what is terminated, so the
+//! whole life of a node, launch to termination and garbage collection, runs against the EC2 API
+//! before the Kubernetes controller exists.
+
+mod args;
+mod setup;
+mod summary;
+
+pub use args::{CloudKind, ClusterKind, RunArgs};
+pub use summary::RunSummary;
+
+use crate::replay::world::World;
+use anyhow::{Context, Result};
+use dovetail_actuate::POLL_INTERVAL_MS;
+use dovetail_aws::Ec2Cloud;
+use std::time::{Duration, Instant};
+
+/// How many epochs one instant may take while acting changes what the engine must be told.
+const MAX_STEPS_PER_TICK: usize = 16;
+
+/// Runs until `--for` has passed; returns the summary (also written to `--summary` when given).
+pub fn run(args: RunArgs) -> Result<RunSummary> {
+    let started = Instant::now();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let mut live = setup::start(&args, &runtime)?;
+    let w = &mut live.world;
+    let mut last_gc = i64::MIN;
+    let mut last_resolve = setup::wall_ms();
+    let mut last_progress = Instant::now();
+    loop {
+        let now = setup::wall_ms();
+        w.control.set_clock(now);
+        while let Ok(i) = live.interruptions.try_recv() {
+            w.queue_interruption(i);
+        }
+        w.cloud_events(now);
+        w.expire_unavailable(now);
+        for _ in 0..MAX_STEPS_PER_TICK {
+            w.schedule(now);
+            let diffs = w.advance_engine(now)?;
+            if !w.act(now, &diffs) {
+                break;
+            }
+        }
+        if now.saturating_sub(last_gc) >= args.gc_interval_ms {
+            last_gc = now;
+            let (cloud, cluster) = (&mut w.cloud, &mut w.cluster);
+            w.control
+                .actuator_mut()
+                .collect_garbage(now, args.gc_grace_ms, cloud, cluster);
+        }
+        if now.saturating_sub(last_resolve) >= args.nodeclass_refresh_ms {
+            last_resolve = now;
+            setup::refresh_nodeclasses(w, &runtime, &live.clients, &live.calls)?;
+        }
+        w.peak_nodes = w.peak_nodes.max(w.alive_nodes());
+        if last_progress.elapsed() >= Duration::from_secs(5) {
+            last_progress = Instant::now();
+            eprintln!(
+                "[{:>4}s] nodes {}  pods pending {}  CreateFleet {}  TerminateInstances {}",
+                started.elapsed().as_secs(),
+                w.alive_nodes(),
+                w.pods_pending(),
+                calls_of(&w.cloud, "CreateFleet"),
+                calls_of(&w.cloud, "TerminateInstances"),
+            );
+        }
+        if live.deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
+        let tick = Duration::from_millis(args.tick_ms.max(1) as u64);
+        std::thread::sleep(tick.min(Duration::from_millis(POLL_INTERVAL_MS as u64)));
+    }
+    // Stop cleanly: answers to calls already made are taken in, nothing is terminated.
+    live.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    w.cloud.settle(Duration::from_secs(60));
+    let now = setup::wall_ms();
+    w.cloud_events(now);
+    let s = summary::summarise(&live, started.elapsed());
+    if let Some(path) = &args.summary {
+        let text = serde_json::to_string_pretty(&s)?;
+        std::fs::write(path, format!("{text}\n"))
+            .with_context(|| format!("writing the summary to {}", path.display()))?;
+    }
+    drop(live);
+    runtime.shutdown_timeout(Duration::from_secs(5));
+    Ok(s)
+}
+
+fn calls_of(cloud: &Ec2Cloud, action: &str) -> u64 {
+    cloud
+        .calls()
+        .counts()
+        .iter()
+        .filter(|c| c.action == action)
+        .map(|c| c.calls)
+        .sum()
+}
+
+/// The world a run drives.
+pub(crate) type LiveWorld = World<Ec2Cloud>;

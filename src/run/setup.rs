@@ -1,0 +1,211 @@
+//! Starting a run: the SDK clients, discovery of the region's catalogue, each EC2NodeClass's
+//! selector terms resolved, the cloud connected (its first listing taken, so recovery sees what
+//! a previous process launched), the simulated cluster filled from the manifests, and the
+//! interruption queue's consumer.
+
+use super::{LiveWorld, RunArgs};
+use crate::replay::world::World;
+use anyhow::{Context, Result};
+use crossbeam_channel::Receiver;
+use dovetail_actuate::{ActuationSettings, POLL_INTERVAL_MS};
+use dovetail_aws::calls::Calls;
+use dovetail_aws::discovery::discover_catalog;
+use dovetail_aws::interruption_queue::{InterruptionQueue, QueueStats};
+use dovetail_aws::sdk::{load, ClientOptions, Clients};
+use dovetail_aws::selectors::{kube_arch, resolve};
+use dovetail_aws::{AwsSettings, Ec2Cloud};
+use dovetail_dataflow::facts::Interruption;
+use dovetail_dataflow::model::EC2NodeClass;
+use dovetail_ingest::trace::AppliedObject;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A run in progress.
+pub(crate) struct Live {
+    pub(crate) world: LiveWorld,
+    pub(crate) clients: Clients,
+    pub(crate) calls: Arc<Calls>,
+    pub(crate) interruptions: Receiver<Interruption>,
+    pub(crate) queue: Option<Arc<InterruptionQueue>>,
+    pub(crate) stop: Arc<AtomicBool>,
+    pub(crate) deadline: Option<Instant>,
+    pub(crate) notes: Vec<String>,
+}
+
+impl Live {
+    pub(crate) fn queue_stats(&self) -> Option<QueueStats> {
+        self.queue.as_ref().map(|q| q.stats())
+    }
+}
+
+pub(crate) fn wall_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+async fn resolved(clients: &Clients, calls: &Calls, class: &EC2NodeClass) -> Result<EC2NodeClass> {
+    let spec: serde_json::Value = serde_json::from_str(&class.spec_json)
+        .with_context(|| format!("EC2NodeClass {}: spec is not JSON", class.name))?;
+    let status = resolve(&clients.ec2, calls, &class.name, &spec, kube_arch).await?;
+    Ok(EC2NodeClass {
+        status,
+        ..class.clone()
+    })
+}
+
+pub(crate) fn start(args: &RunArgs, runtime: &tokio::runtime::Runtime) -> Result<Live> {
+    let manifests = dovetail_ingest::load_paths(&args.paths)?;
+    let clients = runtime.block_on(load(&ClientOptions {
+        region: args.region.clone(),
+        ..ClientOptions::default()
+    }))?;
+    let settings = AwsSettings {
+        cluster_name: args.cluster_name.clone(),
+        cluster_endpoint: args.cluster_endpoint.clone(),
+        interruption_queue: args.interruption_queue.clone(),
+        describe_interval: Duration::from_millis(args.describe_interval_ms.max(0) as u64),
+        nodeclass_refresh: Duration::from_millis(args.nodeclass_refresh_ms.max(0) as u64),
+        ..AwsSettings::from_env()
+    };
+    let calls = Arc::new(Calls::new(&settings));
+    eprintln!("discovering the EC2 catalogue of {} ...", clients.region);
+    let discovered = runtime.block_on(discover_catalog(&clients.ec2, &calls, &clients.region))?;
+    eprintln!(
+        "  {} instance types, {} zones",
+        discovered.catalog.entries.len(),
+        discovered.zone_ids.len()
+    );
+    let mut notes = discovered.notes.clone();
+    let mut classes = Vec::new();
+    for class in &manifests.nodeclasses {
+        classes.push(runtime.block_on(resolved(&clients, &calls, class))?);
+    }
+    let mut cloud = Ec2Cloud::connect(
+        runtime.handle().clone(),
+        clients.clone(),
+        settings.clone(),
+        &discovered.catalog,
+        Arc::clone(&calls),
+    )?;
+    for c in &classes {
+        cloud.set_nodeclass(c.clone());
+    }
+    let actuation = ActuationSettings {
+        capacity_error_ttl_ms: args.capacity_error_ttl_ms,
+        ..ActuationSettings::default()
+    };
+    let queries = dovetail_queries::standing_queries_polled(POLL_INTERVAL_MS as u64);
+    let mut world = World::with_cloud(cloud, Arc::new(discovered.catalog), actuation, queries, 1)?;
+    world.kubelet_joins_when_running = true;
+    for p in &manifests.nodepools {
+        world.apply(&AppliedObject::NodePool(p.clone()));
+    }
+    for c in classes {
+        world.apply(&AppliedObject::EC2NodeClass(c));
+    }
+    for o in &manifests.overlays {
+        world.apply(&AppliedObject::NodeOverlay(o.clone()));
+    }
+    for d in &manifests.daemonsets {
+        world.apply(&AppliedObject::DaemonSet(d.clone()));
+    }
+    for p in &manifests.pdbs {
+        world.apply(&AppliedObject::PodDisruptionBudget(p.clone()));
+    }
+    world.refresh_instance_types()?;
+    let now = wall_ms();
+    if !manifests.nodes.is_empty() {
+        notes.push(format!(
+            "{} Nodes in the manifests were left out: the simulated cluster's nodes are the instances EC2 runs",
+            manifests.nodes.len()
+        ));
+    }
+    for mut pod in manifests.pods.clone() {
+        if pod.node_name.take().is_some() {
+            notes.push(format!(
+                "pod {} was bound in the manifests and starts pending",
+                pod.key()
+            ));
+        }
+        if let Err(e) = world.cluster.add_pod(now, pod) {
+            notes.push(e.to_string());
+        }
+    }
+    world.control.set_clock(now);
+    let (cloud, cluster) = (&mut world.cloud, &mut world.cluster);
+    world.control.recover(now, cloud, cluster);
+
+    let (sender, interruptions) = crossbeam_channel::unbounded();
+    let stop = Arc::new(AtomicBool::new(false));
+    let queue = match &settings.interruption_queue {
+        Some(name) => {
+            let q = Arc::new(runtime.block_on(InterruptionQueue::open(
+                clients.sqs.clone(),
+                Arc::clone(&calls),
+                name,
+            ))?);
+            let consumer = Arc::clone(&q);
+            let stop = Arc::clone(&stop);
+            runtime.spawn(async move {
+                consumer
+                    .run(stop, move |i| {
+                        let _ = sender.send(i);
+                    })
+                    .await;
+            });
+            Some(q)
+        }
+        None => None,
+    };
+    Ok(Live {
+        world,
+        clients,
+        calls,
+        interruptions,
+        queue,
+        stop,
+        deadline: args
+            .for_ms
+            .map(|ms| Instant::now() + Duration::from_millis(ms.max(0) as u64)),
+        notes,
+    })
+}
+
+/// Resolves every EC2NodeClass's selector terms again (Karpenter: every minute); a changed
+/// status reaches the engine (drift) and the cloud (what it launches with). A failure keeps the
+/// status last resolved.
+pub(crate) fn refresh_nodeclasses(
+    w: &mut LiveWorld,
+    runtime: &tokio::runtime::Runtime,
+    clients: &Clients,
+    calls: &Calls,
+) -> Result<()> {
+    let classes: Vec<EC2NodeClass> = w
+        .control
+        .actuator()
+        .nodeclasses()
+        .values()
+        .cloned()
+        .collect();
+    let mut changed = false;
+    for class in classes {
+        match runtime.block_on(resolved(clients, calls, &class)) {
+            Ok(fresh) if fresh.status != class.status => {
+                w.cloud.set_nodeclass(fresh.clone());
+                w.apply(&AppliedObject::EC2NodeClass(fresh));
+                changed = true;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(nodeclass = %class.name, error = %e, "resolving selector terms failed; keeping the last status")
+            }
+        }
+    }
+    if changed {
+        w.refresh_instance_types()?;
+    }
+    Ok(())
+}
