@@ -11,6 +11,7 @@
 //! credentials, region and endpoint, so any EC2-compatible endpoint works unchanged
 //! (`AWS_ENDPOINT_URL`).
 
+pub mod ami_alias;
 pub mod calls;
 pub mod client_token;
 pub mod cloud;

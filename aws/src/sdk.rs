@@ -1,4 +1,4 @@
-//! The SDK clients, from the SDK's standard configuration chain: region, credentials (environment,
+//! The SDK clients (EC2, SQS, SSM), from the SDK's standard configuration chain: region, credentials (environment,
 //! profile, IRSA web identity, EKS Pod Identity / container credentials, instance metadata) and
 //! endpoint (`AWS_ENDPOINT_URL`, `AWS_ENDPOINT_URL_EC2`, profiles). The SDK's own retries are
 //! off: [`crate::calls`] retries, so every attempt is paced and counted.
@@ -9,11 +9,12 @@ use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, Region};
 use std::time::Duration;
 
-/// EC2 and SQS clients for one region.
+/// EC2, SQS and SSM clients for one region.
 #[derive(Debug, Clone)]
 pub struct Clients {
     pub ec2: aws_sdk_ec2::Client,
     pub sqs: aws_sdk_sqs::Client,
+    pub ssm: aws_sdk_ssm::Client,
     pub region: String,
 }
 
@@ -65,6 +66,7 @@ pub async fn load(options: &ClientOptions) -> Result<Clients, AwsError> {
     Ok(Clients {
         ec2: aws_sdk_ec2::Client::new(&config),
         sqs: aws_sdk_sqs::Client::new(&config),
+        ssm: aws_sdk_ssm::Client::new(&config),
         region,
     })
 }

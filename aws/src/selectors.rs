@@ -3,11 +3,14 @@
 //! one with most free addresses), security groups by `tags` / `id` / `name`
 //! (DescribeSecurityGroups), AMIs by `id` / `name` / `owner` / `tags` (DescribeImages; the newest
 //! per architecture). Terms are ORed, the fields of one term ANDed; a tag value `*` matches any
-//! value. `alias` and `ssmParameter` terms need SSM and are not resolved yet: such a term is an
-//! error naming it, so nothing launches with an AMI the user did not choose.
+//! value. An `alias` (`al2023@latest`) is read from the SSM public parameters for the cluster's
+//! Kubernetes version, one per architecture ([`crate::ami_alias`]); an `ssmParameter` term from
+//! the parameter it names; either way DescribeImages then gives each image's architecture.
 
+use crate::ami_alias::alias_parameters;
 use crate::calls::Calls;
 use crate::error::{from_sdk, AwsError};
+use crate::sdk::Clients;
 use aws_sdk_ec2::types::Filter;
 use dovetail_dataflow::model::NodeClassStatus;
 use serde_json::Value;
@@ -19,6 +22,8 @@ struct Term {
     id: Option<String>,
     filters: Vec<Filter>,
     owner: Option<String>,
+    alias: Option<String>,
+    ssm_parameter: Option<String>,
 }
 
 fn terms(
@@ -97,12 +102,28 @@ fn terms(
                     );
                 }
                 "alias" | "ssmParameter" if field == "amiSelectorTerms" => {
-                    return Err(error(i, k, format!("{k} terms are resolved through SSM, which dovetail does not call yet; select the AMI by id, name or tags")));
+                    let text = v
+                        .as_str()
+                        .ok_or_else(|| error(i, k, "must be a string".into()))?
+                        .to_string();
+                    if k == "alias" {
+                        if obj.len() > 1 || list.len() > 1 {
+                            return Err(error(i, k, "an alias is the only AMI selector term, with no other field (as Karpenter's validation requires)".into()));
+                        }
+                        term.alias = Some(text);
+                    } else {
+                        term.ssm_parameter = Some(text);
+                    }
                 }
                 other => return Err(error(i, other, "unknown selector field".into())),
             }
         }
-        if term.id.is_none() && term.filters.is_empty() && term.owner.is_none() {
+        if term.id.is_none()
+            && term.filters.is_empty()
+            && term.owner.is_none()
+            && term.alias.is_none()
+            && term.ssm_parameter.is_none()
+        {
             return Err(error(
                 i,
                 "",
@@ -115,13 +136,15 @@ fn terms(
 }
 
 /// The resolved status of one EC2NodeClass (`spec` as JSON).
+/// `kubernetes_version` (`1.33`) is what `alias` terms resolve for.
 pub async fn resolve(
-    ec2: &aws_sdk_ec2::Client,
+    clients: &Clients,
     calls: &Calls,
     class: &str,
     spec: &Value,
-    arch_of_ec2_arch: impl Fn(&str) -> Option<&'static str>,
+    kubernetes_version: Option<&str>,
 ) -> Result<NodeClassStatus, AwsError> {
+    let ec2 = &clients.ec2;
     let mut status = NodeClassStatus::default();
     // Subnets: per zone the one with most free addresses.
     let mut best: BTreeMap<String, (i32, String)> = BTreeMap::new();
@@ -180,12 +203,55 @@ pub async fn resolve(
 
     // AMIs: the newest per architecture.
     let mut newest: BTreeMap<&'static str, (String, String)> = BTreeMap::new();
-    for term in terms(class, spec, "amiSelectorTerms", Some("name"))? {
+    for (i, term) in terms(class, spec, "amiSelectorTerms", Some("name"))?
+        .into_iter()
+        .enumerate()
+    {
+        let field_error = |field: &str, reason: String| AwsError::NodeClass {
+            name: class.to_string(),
+            field: format!("spec.amiSelectorTerms[{i}].{field}"),
+            reason,
+        };
+        let ids = if let Some(alias) = &term.alias {
+            let version = kubernetes_version.ok_or_else(|| {
+                field_error(
+                    "alias",
+                    "resolving an alias needs the cluster's Kubernetes version (--kubernetes-version)".into(),
+                )
+            })?;
+            let mut ids = Vec::new();
+            for (_, name) in
+                alias_parameters(alias, version).map_err(|r| field_error("alias", r))?
+            {
+                if let Some(id) = ssm_parameter(clients, calls, &name).await? {
+                    ids.push(id);
+                }
+            }
+            if ids.is_empty() {
+                return Err(field_error(
+                    "alias",
+                    format!("no SSM parameter of {alias} for Kubernetes {version} exists"),
+                ));
+            }
+            Some(ids)
+        } else if let Some(name) = &term.ssm_parameter {
+            match ssm_parameter(clients, calls, name).await? {
+                Some(id) => Some(vec![id]),
+                None => {
+                    return Err(field_error(
+                        "ssmParameter",
+                        format!("SSM parameter {name} does not exist"),
+                    ))
+                }
+            }
+        } else {
+            term.id.clone().map(|i| vec![i])
+        };
         const ACTION: &str = "DescribeImages";
         let out = calls
             .run(ACTION, || async {
                 ec2.describe_images()
-                    .set_image_ids(term.id.clone().map(|i| vec![i]))
+                    .set_image_ids(ids.clone())
                     .set_owners(term.owner.clone().map(|o| vec![o]))
                     .set_filters(Some(term.filters.clone()).filter(|f| !f.is_empty()))
                     .send()
@@ -196,9 +262,7 @@ pub async fn resolve(
         for image in out.images() {
             let (Some(id), Some(arch)) = (
                 image.image_id(),
-                image
-                    .architecture()
-                    .and_then(|a| arch_of_ec2_arch(a.as_str())),
+                image.architecture().and_then(|a| kube_arch(a.as_str())),
             ) else {
                 continue;
             };
@@ -231,6 +295,31 @@ pub async fn resolve(
         });
     }
     Ok(status)
+}
+
+/// The value of an SSM parameter (an AMI id), `None` when it does not exist.
+async fn ssm_parameter(
+    clients: &Clients,
+    calls: &Calls,
+    name: &str,
+) -> Result<Option<String>, AwsError> {
+    const ACTION: &str = "GetParameter";
+    let answer = calls
+        .run(ACTION, || async {
+            match clients.ssm.get_parameter().name(name).send().await {
+                Ok(out) => Ok(out.parameter().and_then(|p| p.value()).map(str::to_string)),
+                Err(e) => {
+                    let e = from_sdk(ACTION, e);
+                    if e.code() == Some("ParameterNotFound") {
+                        Ok(None)
+                    } else {
+                        Err(e)
+                    }
+                }
+            }
+        })
+        .await?;
+    Ok(answer)
 }
 
 /// EC2's architecture names as `kubernetes.io/arch` values.

@@ -103,6 +103,19 @@ impl Peer {
         );
     }
 
+    /// Public SSM parameters (moto refuses names under `/aws/`), as (name, value).
+    pub fn set_ssm_parameters(&self, parameters: &[(&str, &str)]) {
+        let map: serde_json::Map<String, serde_json::Value> = parameters
+            .iter()
+            .map(|(k, v)| (k.to_string(), serde_json::Value::from(*v)))
+            .collect();
+        self.control(
+            "POST",
+            "/_peer/ssm",
+            &serde_json::json!({ "parameters": map }).to_string(),
+        );
+    }
+
     /// The next `count` calls of `action` answer 503 RequestLimitExceeded.
     pub fn throttle(&self, action: &str, count: u32) {
         self.control(

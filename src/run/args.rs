@@ -49,6 +49,10 @@ pub struct RunArgs {
     /// The API server URL nodes join (user data).
     #[arg(long, env = "CLUSTER_ENDPOINT")]
     pub cluster_endpoint: Option<String>,
+    /// The cluster's Kubernetes version (`1.33`): what `alias` AMI terms resolve for (the
+    /// Kubernetes controller will read it from the API server).
+    #[arg(long, env = "KUBERNETES_VERSION")]
+    pub kubernetes_version: Option<String>,
     /// The SQS interruption queue, by name or URL.
     #[arg(long, env = "INTERRUPTION_QUEUE")]
     pub interruption_queue: Option<String>,

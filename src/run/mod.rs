@@ -57,7 +57,13 @@ pub fn run(args: RunArgs) -> Result<RunSummary> {
         }
         if now.saturating_sub(last_resolve) >= args.nodeclass_refresh_ms {
             last_resolve = now;
-            setup::refresh_nodeclasses(w, &runtime, &live.clients, &live.calls)?;
+            setup::refresh_nodeclasses(
+                w,
+                &runtime,
+                &live.clients,
+                &live.calls,
+                args.kubernetes_version.as_deref(),
+            )?;
         }
         w.peak_nodes = w.peak_nodes.max(w.alive_nodes());
         if last_progress.elapsed() >= Duration::from_secs(5) {

@@ -12,7 +12,7 @@ use dovetail_aws::calls::Calls;
 use dovetail_aws::discovery::discover_catalog;
 use dovetail_aws::interruption_queue::{InterruptionQueue, QueueStats};
 use dovetail_aws::sdk::{load, ClientOptions, Clients};
-use dovetail_aws::selectors::{kube_arch, resolve};
+use dovetail_aws::selectors::resolve;
 use dovetail_aws::{AwsSettings, Ec2Cloud};
 use dovetail_dataflow::facts::Interruption;
 use dovetail_dataflow::model::EC2NodeClass;
@@ -46,10 +46,15 @@ pub(crate) fn wall_ms() -> i64 {
         .unwrap_or(0)
 }
 
-async fn resolved(clients: &Clients, calls: &Calls, class: &EC2NodeClass) -> Result<EC2NodeClass> {
+async fn resolved(
+    clients: &Clients,
+    calls: &Calls,
+    class: &EC2NodeClass,
+    kubernetes_version: Option<&str>,
+) -> Result<EC2NodeClass> {
     let spec: serde_json::Value = serde_json::from_str(&class.spec_json)
         .with_context(|| format!("EC2NodeClass {}: spec is not JSON", class.name))?;
-    let status = resolve(&clients.ec2, calls, &class.name, &spec, kube_arch).await?;
+    let status = resolve(clients, calls, &class.name, &spec, kubernetes_version).await?;
     Ok(EC2NodeClass {
         status,
         ..class.clone()
@@ -81,7 +86,12 @@ pub(crate) fn start(args: &RunArgs, runtime: &tokio::runtime::Runtime) -> Result
     let mut notes = discovered.notes.clone();
     let mut classes = Vec::new();
     for class in &manifests.nodeclasses {
-        classes.push(runtime.block_on(resolved(&clients, &calls, class))?);
+        classes.push(runtime.block_on(resolved(
+            &clients,
+            &calls,
+            class,
+            args.kubernetes_version.as_deref(),
+        ))?);
     }
     let mut cloud = Ec2Cloud::connect(
         runtime.handle().clone(),
@@ -182,6 +192,7 @@ pub(crate) fn refresh_nodeclasses(
     runtime: &tokio::runtime::Runtime,
     clients: &Clients,
     calls: &Calls,
+    kubernetes_version: Option<&str>,
 ) -> Result<()> {
     let classes: Vec<EC2NodeClass> = w
         .control
@@ -192,7 +203,7 @@ pub(crate) fn refresh_nodeclasses(
         .collect();
     let mut changed = false;
     for class in classes {
-        match runtime.block_on(resolved(clients, calls, &class)) {
+        match runtime.block_on(resolved(clients, calls, &class, kubernetes_version)) {
             Ok(fresh) if fresh.status != class.status => {
                 w.cloud.set_nodeclass(fresh.clone());
                 w.apply(&AppliedObject::EC2NodeClass(fresh));

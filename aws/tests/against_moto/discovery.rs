@@ -1,7 +1,7 @@
 use crate::support::{network, nodeclass, settings, Peer};
 use dovetail_aws::calls::Calls;
 use dovetail_aws::discovery::discover_catalog;
-use dovetail_aws::selectors::{kube_arch, resolve};
+use dovetail_aws::selectors::resolve;
 use dovetail_dataflow::catalog::embedded;
 use tokio::runtime::Runtime;
 
@@ -59,7 +59,7 @@ fn discovery_from_ec2_equals_the_bundled_catalogue() {
 }
 
 #[test]
-fn selector_terms_resolve_into_the_status_createfleet_needs() {
+fn selector_terms_and_aliases_resolve_into_the_status_createfleet_needs() {
     let peer = Peer::start();
     let rt = Runtime::new().expect("a runtime");
     let clients = rt.block_on(peer.clients());
@@ -68,7 +68,7 @@ fn selector_terms_resolve_into_the_status_createfleet_needs() {
     let class = nodeclass("default");
     let spec: serde_json::Value = serde_json::from_str(&class.spec_json).expect("spec JSON");
     let status = rt
-        .block_on(resolve(&clients.ec2, &calls, "default", &spec, kube_arch))
+        .block_on(resolve(&clients, &calls, "default", &spec, None))
         .expect("resolved");
     assert_eq!(status.subnet_by_zone, net.subnets);
     assert_eq!(
@@ -85,31 +85,62 @@ fn selector_terms_resolve_into_the_status_createfleet_needs() {
         "amiSelectorTerms": [{"id": net.ami_amd64}],
     });
     let status = rt
-        .block_on(resolve(&clients.ec2, &calls, "by-id", &spec, kube_arch))
+        .block_on(resolve(&clients, &calls, "by-id", &spec, None))
         .expect("resolved by id");
     assert_eq!(status.subnet_by_zone.len(), 1);
     assert_eq!(status.security_group_ids.len(), 1);
     assert_eq!(status.ami_by_arch.len(), 1);
 
+    // An alias is read from the SSM public parameters for the Kubernetes version, one per
+    // architecture (moto lacks them: the peer injects them).
+    peer.set_ssm_parameters(&[
+        (
+            "/aws/service/eks/optimized-ami/1.33/amazon-linux-2023/x86_64/standard/recommended/image_id",
+            &net.ami_amd64,
+        ),
+        (
+            "/aws/service/eks/optimized-ami/1.33/amazon-linux-2023/arm64/standard/recommended/image_id",
+            &net.ami_arm64,
+        ),
+    ]);
     let spec = serde_json::json!({
         "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "test-cluster"}}],
         "amiSelectorTerms": [{"alias": "al2023@latest"}],
     });
+    let status = rt
+        .block_on(resolve(&clients, &calls, "aliased", &spec, Some("1.33")))
+        .expect("the alias resolves");
+    assert_eq!(status.ami_by_arch.get("amd64"), Some(&net.ami_amd64));
+    assert_eq!(status.ami_by_arch.get("arm64"), Some(&net.ami_arm64));
     let err = rt
-        .block_on(resolve(&clients.ec2, &calls, "aliased", &spec, kube_arch))
-        .expect_err("alias terms need SSM");
+        .block_on(resolve(&clients, &calls, "aliased", &spec, None))
+        .expect_err("an alias needs the Kubernetes version");
     let text = err.to_string();
     assert!(
         text.contains("EC2NodeClass aliased") && text.contains("amiSelectorTerms[0].alias"),
         "{text}"
     );
+    let err = rt
+        .block_on(resolve(&clients, &calls, "aliased", &spec, Some("1.20")))
+        .expect_err("no parameters for 1.20");
+    assert!(err.to_string().contains("no SSM parameter"), "{err}");
+    // An ssmParameter term reads the parameter it names.
+    let spec = serde_json::json!({
+        "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "test-cluster"}}],
+        "amiSelectorTerms": [{"ssmParameter": "/aws/service/eks/optimized-ami/1.33/amazon-linux-2023/arm64/standard/recommended/image_id"}],
+    });
+    let status = rt
+        .block_on(resolve(&clients, &calls, "by-parameter", &spec, None))
+        .expect("the parameter resolves");
+    assert_eq!(status.ami_by_arch.len(), 1);
+    assert_eq!(status.ami_by_arch.get("arm64"), Some(&net.ami_arm64));
 
     let spec = serde_json::json!({
         "subnetSelectorTerms": [{"tags": {"no-such": "tag"}}],
         "amiSelectorTerms": [{"id": net.ami_amd64}],
     });
     let err = rt
-        .block_on(resolve(&clients.ec2, &calls, "empty", &spec, kube_arch))
+        .block_on(resolve(&clients, &calls, "empty", &spec, None))
         .expect_err("no subnet");
     assert!(err.to_string().contains("subnetSelectorTerms"), "{err}");
 }

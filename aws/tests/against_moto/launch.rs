@@ -3,7 +3,7 @@ use aws_sdk_ec2::types::Filter;
 use base64::Engine as _;
 use dovetail_aws::calls::Calls;
 use dovetail_aws::sdk::Clients;
-use dovetail_aws::selectors::{kube_arch, resolve};
+use dovetail_aws::selectors::resolve;
 use dovetail_aws::Ec2Cloud;
 use dovetail_dataflow::backend::{
     Cloud, CloudEventKind, CloudReply, FleetOverride, FleetRequest, Instance, LaunchError,
@@ -36,7 +36,7 @@ fn connect(rt: &Runtime, clients: &Clients) -> Ec2Cloud {
     let spec: serde_json::Value = serde_json::from_str(&class.spec_json).expect("spec JSON");
     let calls = Calls::new(&settings());
     class.status = rt
-        .block_on(resolve(&clients.ec2, &calls, "default", &spec, kube_arch))
+        .block_on(resolve(clients, &calls, "default", &spec, None))
         .expect("resolved");
     cloud.set_nodeclass(class);
     cloud

@@ -37,6 +37,8 @@ Control endpoints (JSON in/out), never forwarded to moto:
   POST /_peer/throttle  {"action": "CreateFleet", "count": 3}
                         (count 0 disarms; several actions may be armed).
   GET  /_peer/calls     [{"action": "CreateFleet", "status": 200}, ...]
+  POST /_peer/ssm       {"parameters": {"/aws/service/...": "ami-..."}}
+                        public SSM parameters (moto refuses /aws/ names).
   POST /_peer/reset     clears calls, capacity, throttles, the client-token
                         cache and moto's own state (/moto-api/reset).
 
@@ -326,6 +328,11 @@ class PeerMiddleware:
                 else:
                     st.throttles.pop(action, None)
             return self._json(start_response, "200 OK", {"ok": True})
+        if name == "ssm" and method == "POST":
+            # moto refuses PutParameter under /aws/ and lacks the EKS and Bottlerocket public
+            # parameters: they are written into its backend directly.
+            inject_ssm_parameters(self.account_id, payload.get("region", "us-east-1"), payload["parameters"])
+            return self._json(start_response, "200 OK", {"ok": True})
         if name == "calls" and method == "GET":
             with st.lock:
                 calls = list(st.calls)
@@ -568,6 +575,29 @@ def _warm_up(moto_app):
             moto_app.get_application(environ)
         except Exception as e:  # never fatal; the first real request will retry
             log(f"warm-up of {service} failed: {e!r}")
+
+
+def inject_ssm_parameters(account_id, region, parameters):
+    """String parameters written straight into moto's SSM backend."""
+    from moto.core.utils import utcnow
+    from moto.ssm.models import Parameter, ssm_backends
+
+    backend = ssm_backends[account_id][region]
+    for name, value in parameters.items():
+        backend._parameters[name].append(
+            Parameter(
+                account_id=account_id,
+                name=name,
+                value=value,
+                parameter_type="String",
+                description=None,
+                allowed_pattern=None,
+                keyid=None,
+                last_modified_date=utcnow(),
+                version=len(backend._parameters[name]) + 1,
+                data_type="text",
+            )
+        )
 
 
 def seed_network(port, cluster):

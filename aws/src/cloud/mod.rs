@@ -9,19 +9,16 @@
 //! call keeps failing with throttling or transient errors is retried until it gets an answer: its
 //! decision stays pending rather than being dropped.
 
+mod launching;
+mod listing;
+
 use crate::calls::Calls;
-use crate::client_token::client_token;
 use crate::error::AwsError;
-use crate::fleet::{fleet_call, read_answer, LaunchContext};
-use crate::instances::describe_cluster_instances;
-use crate::launch_template::{ensure, TemplateSpec};
 use crate::sdk::Clients;
 use crate::settings::AwsSettings;
-use crate::user_data::{user_data, AmiFamily, Bootstrap};
 use crossbeam_channel::{Receiver, Sender};
 use dovetail_dataflow::backend::{
-    Cloud, CloudEvent, CloudEventKind, CloudReply, FleetRequest, Instance, InstanceState,
-    LaunchError, OfferingKey, TerminationCause,
+    Cloud, CloudEvent, CloudReply, FleetRequest, Instance, InstanceState, LaunchError, OfferingKey,
 };
 use dovetail_dataflow::catalog::RegionCatalog;
 use dovetail_dataflow::model::{EC2NodeClass, Price};
@@ -78,11 +75,6 @@ pub struct Ec2Cloud {
     /// absence is not an end.
     missing_since: BTreeMap<String, i64>,
 }
-
-/// How long an instance this process did not terminate must be missing from the listings
-/// before it counts as gone (EC2 lists terminated instances for about an hour, so a real end
-/// shows as `terminated` long before this).
-const MISSING_GRACE_MS: i64 = 60_000;
 
 fn wall_ms() -> i64 {
     std::time::SystemTime::now()
@@ -179,121 +171,6 @@ impl Ec2Cloud {
             || !self.to_terminate.is_empty()
     }
 
-    fn describe_future(
-        &self,
-        now_ms: i64,
-    ) -> impl std::future::Future<Output = Result<Vec<Instance>, AwsError>> + Send + 'static {
-        let shared = Arc::clone(&self.shared);
-        let prices = Arc::clone(&self.prices);
-        async move {
-            let tag = shared.settings.cluster_tag_key();
-            let price = move |k: &OfferingKey| prices.get(k).copied();
-            describe_cluster_instances(
-                &shared.clients.ec2,
-                &shared.calls,
-                &tag,
-                &shared.clients.region,
-                now_ms,
-                &price,
-            )
-            .await
-        }
-    }
-
-    /// The launch templates and subnets of the request's EC2NodeClass.
-    fn launch_plan(
-        &self,
-        request: &FleetRequest,
-    ) -> Result<(Vec<(String, TemplateSpec)>, LaunchContext), AwsError> {
-        let name = request.node_class.clone().unwrap_or_default();
-        let class = self
-            .nodeclasses
-            .get(&name)
-            .ok_or_else(|| AwsError::NodeClass {
-                name: name.clone(),
-                field: "metadata.name".into(),
-                reason: format!(
-                    "NodePool {} refers to an EC2NodeClass that does not exist or is not resolved",
-                    request.nodepool
-                ),
-            })?;
-        let spec: serde_json::Value = serde_json::from_str(&class.spec_json).unwrap_or_default();
-        let settings = &self.shared.settings;
-        let family = AmiFamily::from_spec(&spec);
-        let mut tags: BTreeMap<String, String> = spec
-            .get("tags")
-            .and_then(|t| t.as_object())
-            .map(|m| {
-                m.iter()
-                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                    .collect()
-            })
-            .unwrap_or_default();
-        tags.insert(settings.cluster_tag_key(), "owned".into());
-        tags.insert("karpenter.k8s.aws/ec2nodeclass".into(), name.clone());
-        let labels: BTreeMap<String, String> = [(
-            "karpenter.sh/nodepool".to_string(),
-            request.nodepool.clone(),
-        )]
-        .into();
-        let text = user_data(
-            family,
-            &Bootstrap {
-                cluster_name: &settings.cluster_name,
-                endpoint: settings.cluster_endpoint.as_deref(),
-                ca_bundle: settings.cluster_ca_bundle.as_deref(),
-                dns_ip: settings.cluster_dns_ip.as_deref(),
-                kubelet: Some(&class.kubelet),
-                labels,
-                taints: Vec::new(),
-                user_data: spec.get("userData").and_then(|u| u.as_str()),
-            },
-        );
-        let metadata = spec.get("metadataOptions");
-        let http_tokens_required = metadata
-            .and_then(|m| m.get("httpTokens"))
-            .and_then(|v| v.as_str())
-            .is_none_or(|v| v == "required");
-        let hop_limit = metadata
-            .and_then(|m| m.get("httpPutResponseHopLimit"))
-            .and_then(|v| v.as_i64())
-            .unwrap_or(1) as i32;
-        let templates = class
-            .status
-            .ami_by_arch
-            .iter()
-            .map(|(arch, ami)| {
-                (
-                    arch.clone(),
-                    TemplateSpec {
-                        cluster_name: settings.cluster_name.clone(),
-                        node_class: name.clone(),
-                        image_id: ami.clone(),
-                        security_group_ids: class
-                            .status
-                            .security_group_ids
-                            .iter()
-                            .cloned()
-                            .collect(),
-                        user_data: text.clone(),
-                        http_tokens_required,
-                        http_put_response_hop_limit: hop_limit,
-                        tags: tags.clone(),
-                    },
-                )
-            })
-            .collect::<Vec<_>>();
-        let context = LaunchContext {
-            subnet_by_zone: class.status.subnet_by_zone.clone(),
-            template_by_arch: templates
-                .iter()
-                .map(|(arch, t)| (arch.clone(), t.name()))
-                .collect(),
-            tags,
-        };
-        Ok((templates, context))
-    }
-
     fn drain(&mut self, now_ms: i64) {
         while let Ok(c) = self.completions.try_recv() {
             self.handle(now_ms, c);
@@ -363,98 +240,6 @@ impl Ec2Cloud {
         }
     }
 
-    /// A new listing: state changes become events; an instance the listing lacks that was
-    /// launched before it started is gone (at once if this process terminated it, after
-    /// [`MISSING_GRACE_MS`] otherwise).
-    fn reconcile(&mut self, now_ms: i64, started_ms: i64, listed: Vec<Instance>) {
-        let mut seen = BTreeSet::new();
-        for mut fresh in listed {
-            seen.insert(fresh.id.clone());
-            match self.instances.get_mut(&fresh.id) {
-                Some(known) => {
-                    let before = known.state;
-                    let after = fresh.state;
-                    if before == InstanceState::Pending && after == InstanceState::Running {
-                        known.state = InstanceState::Running;
-                        known.running_ms = now_ms;
-                        self.events.push(CloudEvent {
-                            at_ms: now_ms,
-                            instance_id: fresh.id.clone(),
-                            kind: CloudEventKind::Running,
-                        });
-                    } else if after == InstanceState::Terminated
-                        && before != InstanceState::Terminated
-                    {
-                        self.end(now_ms, &fresh.id);
-                    } else if after == InstanceState::ShuttingDown && before.is_alive() {
-                        known.state = InstanceState::ShuttingDown;
-                        known.stopped_ms.get_or_insert(now_ms);
-                    }
-                }
-                None => {
-                    if !fresh.launch.is_empty() && fresh.state.is_alive() {
-                        self.by_nodeclaim
-                            .insert(fresh.launch.clone(), fresh.id.clone());
-                    }
-                    if !fresh.state.is_alive() {
-                        fresh.stopped_ms = Some(now_ms);
-                    }
-                    // Launched by a call whose answer this process never had (a restart).
-                    if fresh.state == InstanceState::Running {
-                        self.events.push(CloudEvent {
-                            at_ms: now_ms,
-                            instance_id: fresh.id.clone(),
-                            kind: CloudEventKind::Running,
-                        });
-                    }
-                    self.instances.insert(fresh.id.clone(), fresh);
-                }
-            }
-        }
-        for id in &seen {
-            self.missing_since.remove(id);
-        }
-        let missing: Vec<String> = self
-            .instances
-            .values()
-            .filter(|i| {
-                !seen.contains(&i.id)
-                    && i.state != InstanceState::Terminated
-                    && i.launched_ms < started_ms
-            })
-            .map(|i| i.id.clone())
-            .collect();
-        for id in missing {
-            let since = *self.missing_since.entry(id.clone()).or_insert(now_ms);
-            // One this process terminated is expected to go; any other must stay missing.
-            if self.requested.contains(&id) || now_ms - since >= MISSING_GRACE_MS {
-                self.missing_since.remove(&id);
-                self.end(now_ms, &id);
-            }
-        }
-    }
-
-    fn end(&mut self, now_ms: i64, id: &str) {
-        let Some(i) = self.instances.get_mut(id) else {
-            return;
-        };
-        i.state = InstanceState::Terminated;
-        i.stopped_ms.get_or_insert(now_ms);
-        if self.by_nodeclaim.get(&i.launch).is_some_and(|x| x == id) {
-            self.by_nodeclaim.remove(&i.launch);
-        }
-        let cause = if self.requested.remove(id) {
-            TerminationCause::Requested
-        } else {
-            TerminationCause::StateChange
-        };
-        self.events.push(CloudEvent {
-            at_ms: now_ms,
-            instance_id: id.to_string(),
-            kind: CloudEventKind::Terminated { cause },
-        });
-    }
-
     fn flush_terminations(&mut self) {
         if self.to_terminate.is_empty() {
             return;
@@ -488,24 +273,6 @@ impl Ec2Cloud {
         }
     }
 
-    fn maybe_describe(&mut self, now_ms: i64) {
-        let interval = self.shared.settings.describe_interval.as_millis() as i64;
-        if self.describing || self.last_describe_ms.is_some_and(|t| now_ms - t < interval) {
-            return;
-        }
-        self.describing = true;
-        self.last_describe_ms = Some(now_ms);
-        let future = self.describe_future(now_ms);
-        let sender = self.sender.clone();
-        self.runtime.spawn(async move {
-            let result = future.await;
-            let _ = sender.send(Completion::Described {
-                started_ms: now_ms,
-                result,
-            });
-        });
-    }
-
     /// Lists this cluster's instances now and waits for the answer (tests, shutdown summaries).
     pub fn refresh(&mut self) -> Result<(), AwsError> {
         let now = wall_ms();
@@ -533,75 +300,6 @@ impl Ec2Cloud {
     }
 }
 
-async fn launch(
-    shared: Arc<Shared>,
-    request: FleetRequest,
-    templates: Vec<(String, TemplateSpec)>,
-    context: LaunchContext,
-    arch_of_type: Arc<BTreeMap<String, String>>,
-    now_ms: i64,
-) -> Result<Instance, LaunchError> {
-    let failed = |e: AwsError| LaunchError::Failed(e.to_string());
-    // Only the templates of the architectures the overrides need.
-    let needed: BTreeSet<&String> = request
-        .overrides
-        .iter()
-        .filter_map(|o| arch_of_type.get(&o.key.instance_type))
-        .collect();
-    for (_, spec) in templates.iter().filter(|(arch, _)| needed.contains(arch)) {
-        retrying(|| ensure(&shared.clients.ec2, &shared.calls, spec))
-            .await
-            .map_err(failed)?;
-    }
-    let call = fleet_call(&request, &context, |t| arch_of_type.get(t).cloned()).map_err(failed)?;
-    let token = client_token(&request);
-    const ACTION: &str = "CreateFleet";
-    let output = retrying(|| {
-        shared.calls.run(ACTION, || async {
-            let mut builder = shared
-                .clients
-                .ec2
-                .create_fleet()
-                .r#type(aws_sdk_ec2::types::FleetType::Instant)
-                .client_token(&token)
-                .set_launch_template_configs(Some(call.configs.clone()))
-                .target_capacity_specification(call.capacity.clone())
-                .set_tag_specifications(Some(call.tags.clone()));
-            if let Some(s) = &call.spot {
-                builder = builder.spot_options(s.clone());
-            }
-            if let Some(o) = &call.on_demand {
-                builder = builder.on_demand_options(o.clone());
-            }
-            builder
-                .send()
-                .await
-                .map_err(|e| crate::error::from_sdk(ACTION, e))
-        })
-    })
-    .await
-    .map_err(failed)?;
-    read_answer(&request, &call, &output, &shared.clients.region, now_ms).map_err(failed)?
-}
-
-/// Runs `call` again (after [`Calls`] gave up on its own retries) while it fails with
-/// throttling or a transient error: the decision waits rather than being dropped.
-async fn retrying<T, F, Fut>(mut call: F) -> Result<T, AwsError>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, AwsError>>,
-{
-    loop {
-        match call().await {
-            Err(e) if e.is_retryable() => {
-                tracing::warn!(error = %e, "still failing after retries; trying again in 30 s");
-                tokio::time::sleep(Duration::from_secs(30)).await;
-            }
-            other => return other,
-        }
-    }
-}
-
 impl Cloud for Ec2Cloud {
     fn create_fleet(&mut self, now_ms: i64, request: FleetRequest) {
         self.launches_in_flight += 1;
@@ -613,7 +311,8 @@ impl Cloud for Ec2Cloud {
         self.runtime.spawn(async move {
             let result = match plan {
                 Ok((templates, context)) => {
-                    launch(shared, request, templates, context, arch_of_type, now_ms).await
+                    launching::launch(shared, request, templates, context, arch_of_type, now_ms)
+                        .await
                 }
                 Err(e) => Err(LaunchError::Failed(e.to_string())),
             };
