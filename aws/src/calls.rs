@@ -52,6 +52,7 @@ struct State {
 pub struct Calls {
     mutating_per_second: f64,
     describe_per_second: f64,
+    burst: f64,
     max_attempts: u32,
     retry_base: Duration,
     retry_max: Duration,
@@ -63,6 +64,7 @@ impl Calls {
         Calls {
             mutating_per_second: settings.mutating_calls_per_second.max(0.001),
             describe_per_second: settings.describe_calls_per_second.max(0.001),
+            burst: settings.burst.max(1.0),
             max_attempts: settings.max_attempts.max(1),
             retry_base: settings.retry_base,
             retry_max: settings.retry_max,
@@ -145,7 +147,7 @@ impl Calls {
         } else {
             self.describe_per_second
         };
-        let burst = rate.max(1.0);
+        let burst = self.burst;
         let now = Instant::now();
         let mut state = self.lock();
         let bucket = state.buckets.entry(action).or_insert(Bucket {

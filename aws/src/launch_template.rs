@@ -6,9 +6,9 @@
 use crate::calls::Calls;
 use crate::error::{from_sdk, AwsError};
 use aws_sdk_ec2::types::{
-    LaunchTemplateHttpTokensState, LaunchTemplateInstanceMetadataEndpointState,
-    LaunchTemplateInstanceMetadataOptionsRequest, RequestLaunchTemplateData, ResourceType, Tag,
-    TagSpecification,
+    LaunchTemplateHttpTokensState, LaunchTemplateIamInstanceProfileSpecificationRequest,
+    LaunchTemplateInstanceMetadataEndpointState, LaunchTemplateInstanceMetadataOptionsRequest,
+    RequestLaunchTemplateData, ResourceType, Tag, TagSpecification,
 };
 use base64::Engine as _;
 use dovetail_dataflow::stable_hash::stable_hash;
@@ -26,6 +26,8 @@ pub struct TemplateSpec {
     /// `spec.metadataOptions` (Karpenter's defaults: tokens required, hop limit 1).
     pub http_tokens_required: bool,
     pub http_put_response_hop_limit: i32,
+    /// The instance profile (IAM role) instances get.
+    pub instance_profile: Option<String>,
     /// Tags of the template itself (the cluster's, the EC2NodeClass's).
     pub tags: BTreeMap<String, String>,
 }
@@ -78,6 +80,11 @@ pub async fn ensure(
         .image_id(&spec.image_id)
         .set_security_group_ids(Some(spec.security_group_ids.clone()))
         .user_data(base64::engine::general_purpose::STANDARD.encode(spec.user_data.as_bytes()))
+        .set_iam_instance_profile(spec.instance_profile.as_ref().map(|name| {
+            LaunchTemplateIamInstanceProfileSpecificationRequest::builder()
+                .name(name)
+                .build()
+        }))
         .metadata_options(
             LaunchTemplateInstanceMetadataOptionsRequest::builder()
                 .http_endpoint(LaunchTemplateInstanceMetadataEndpointState::Enabled)

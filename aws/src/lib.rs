@@ -18,6 +18,7 @@ pub mod cloud;
 pub mod discovery;
 pub mod error;
 pub mod fleet;
+pub mod instance_profile;
 pub mod instances;
 pub mod interruption_queue;
 pub mod launch_template;

@@ -1,4 +1,4 @@
-//! The SDK clients (EC2, SQS, SSM), from the SDK's standard configuration chain: region, credentials (environment,
+//! The SDK clients (EC2, SQS, SSM, IAM), from the SDK's standard configuration chain: region, credentials (environment,
 //! profile, IRSA web identity, EKS Pod Identity / container credentials, instance metadata) and
 //! endpoint (`AWS_ENDPOINT_URL`, `AWS_ENDPOINT_URL_EC2`, profiles). The SDK's own retries are
 //! off: [`crate::calls`] retries, so every attempt is paced and counted.
@@ -9,12 +9,13 @@ use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, Region};
 use std::time::Duration;
 
-/// EC2, SQS and SSM clients for one region.
+/// EC2, SQS, SSM and IAM clients for one region.
 #[derive(Debug, Clone)]
 pub struct Clients {
     pub ec2: aws_sdk_ec2::Client,
     pub sqs: aws_sdk_sqs::Client,
     pub ssm: aws_sdk_ssm::Client,
+    pub iam: aws_sdk_iam::Client,
     pub region: String,
 }
 
@@ -67,6 +68,7 @@ pub async fn load(options: &ClientOptions) -> Result<Clients, AwsError> {
         ec2: aws_sdk_ec2::Client::new(&config),
         sqs: aws_sdk_sqs::Client::new(&config),
         ssm: aws_sdk_ssm::Client::new(&config),
+        iam: aws_sdk_iam::Client::new(&config),
         region,
     })
 }

@@ -27,6 +27,8 @@ pub struct AwsSettings {
     pub mutating_calls_per_second: f64,
     /// Calls per second per describing action.
     pub describe_calls_per_second: f64,
+    /// Calls one action may make at once before the rate applies (the token bucket's size).
+    pub burst: f64,
     /// Attempts per call on throttling and transient failures (the first included).
     pub max_attempts: u32,
     /// Backoff before the second attempt; doubled each time, with jitter, up to `retry_max`.
@@ -49,6 +51,9 @@ impl Default for AwsSettings {
             // for an account; staying under them leaves room for everything else in it.
             mutating_calls_per_second: 5.0,
             describe_calls_per_second: 20.0,
+            // A burst well inside EC2's own buckets (200 mutating, 100 describing): a scale-up
+            // of dozens of NodeClaims goes out at once, a thousand at the rate.
+            burst: 50.0,
             max_attempts: 8,
             retry_base: Duration::from_millis(200),
             retry_max: Duration::from_secs(20),

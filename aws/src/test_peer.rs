@@ -171,8 +171,11 @@ impl Drop for Peer {
     }
 }
 
+const ASSUME_ROLE_POLICY: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
+
 /// A VPC with a subnet in each of two zones, a security group and two AMIs (one per
-/// architecture, tagged for selection), made in the peer.
+/// architecture, tagged for selection), and the IAM role `KarpenterNodeRole-test-cluster`, made
+/// in the peer.
 pub struct Network {
     pub subnets: std::collections::BTreeMap<String, String>,
     pub security_group: String,
@@ -262,6 +265,15 @@ pub async fn network(clients: &Clients) -> Network {
             .expect("CreateTags");
         amis.push(id);
     }
+    // The node role an EC2NodeClass's `role` names (its instance profile is made for it).
+    clients
+        .iam
+        .create_role()
+        .role_name("KarpenterNodeRole-test-cluster")
+        .assume_role_policy_document(ASSUME_ROLE_POLICY)
+        .send()
+        .await
+        .expect("CreateRole");
     Network {
         subnets,
         security_group,

@@ -5,6 +5,7 @@ use super::{Ec2Cloud, Shared};
 use crate::client_token::client_token;
 use crate::error::AwsError;
 use crate::fleet::{fleet_call, read_answer, LaunchContext};
+use crate::instance_profile::{self, ProfileSource};
 use crate::launch_template::{ensure, TemplateSpec};
 use crate::user_data::{user_data, AmiFamily, Bootstrap};
 use dovetail_dataflow::backend::{FleetRequest, Instance, LaunchError};
@@ -12,12 +13,19 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// What one launch needs to exist before its CreateFleet, and the call's context.
+pub(super) struct LaunchPlan {
+    /// One launch template per architecture the EC2NodeClass has an AMI for.
+    templates: Vec<(String, TemplateSpec)>,
+    context: LaunchContext,
+    /// The instance profile and its name, when the EC2NodeClass names a role or a profile.
+    profile: Option<(ProfileSource, String)>,
+    node_class: String,
+}
+
 impl Ec2Cloud {
-    /// The launch templates and subnets of the request's EC2NodeClass.
-    pub(super) fn launch_plan(
-        &self,
-        request: &FleetRequest,
-    ) -> Result<(Vec<(String, TemplateSpec)>, LaunchContext), AwsError> {
+    /// The instance profile, launch templates and subnets of the request's EC2NodeClass.
+    pub(super) fn launch_plan(&self, request: &FleetRequest) -> Result<LaunchPlan, AwsError> {
         let name = request.node_class.clone().unwrap_or_default();
         let class = self
             .nodeclasses
@@ -71,6 +79,11 @@ impl Ec2Cloud {
             .and_then(|m| m.get("httpPutResponseHopLimit"))
             .and_then(|v| v.as_i64())
             .unwrap_or(1) as i32;
+        let profile = ProfileSource::from_spec(&spec).map(|source| {
+            let profile_name =
+                source.name(&settings.cluster_name, &self.shared.clients.region, &name);
+            (source, profile_name)
+        });
         let templates = class
             .status
             .ami_by_arch
@@ -91,6 +104,7 @@ impl Ec2Cloud {
                         user_data: text.clone(),
                         http_tokens_required,
                         http_put_response_hop_limit: hop_limit,
+                        instance_profile: profile.as_ref().map(|(_, n)| n.clone()),
                         tags: tags.clone(),
                     },
                 )
@@ -104,19 +118,54 @@ impl Ec2Cloud {
                 .collect(),
             tags,
         };
-        Ok((templates, context))
+        Ok(LaunchPlan {
+            templates,
+            context,
+            profile,
+            node_class: name,
+        })
     }
 }
 
 pub(super) async fn launch(
     shared: Arc<Shared>,
     request: FleetRequest,
-    templates: Vec<(String, TemplateSpec)>,
-    context: LaunchContext,
+    plan: LaunchPlan,
     arch_of_type: Arc<BTreeMap<String, String>>,
     now_ms: i64,
 ) -> Result<Instance, LaunchError> {
     let failed = |e: AwsError| LaunchError::Failed(e.to_string());
+    let LaunchPlan {
+        templates,
+        context,
+        profile,
+        node_class,
+    } = plan;
+    if let Some((source, name)) = &profile {
+        let known = shared
+            .profiles
+            .lock()
+            .map(|p| p.contains(name))
+            .unwrap_or(false);
+        if !known {
+            let tag = shared.settings.cluster_tag_key();
+            retrying(|| {
+                instance_profile::ensure(
+                    &shared.clients.iam,
+                    &shared.calls,
+                    source,
+                    name,
+                    &tag,
+                    &node_class,
+                )
+            })
+            .await
+            .map_err(failed)?;
+            if let Ok(mut p) = shared.profiles.lock() {
+                p.insert(name.clone());
+            }
+        }
+    }
     // Only the templates of the architectures the overrides need.
     let needed: BTreeSet<&String> = request
         .overrides
@@ -124,9 +173,23 @@ pub(super) async fn launch(
         .filter_map(|o| arch_of_type.get(&o.key.instance_type))
         .collect();
     for (_, spec) in templates.iter().filter(|(arch, _)| needed.contains(arch)) {
+        let name = spec.name();
+        let known = |shared: &Shared| {
+            shared
+                .templates
+                .lock()
+                .map(|t| t.contains(&name))
+                .unwrap_or(false)
+        };
+        if known(&shared) {
+            continue;
+        }
         retrying(|| ensure(&shared.clients.ec2, &shared.calls, spec))
             .await
             .map_err(failed)?;
+        if let Ok(mut t) = shared.templates.lock() {
+            t.insert(name);
+        }
     }
     let call = fleet_call(&request, &context, |t| arch_of_type.get(t).cloned()).map_err(failed)?;
     let token = client_token(&request);

@@ -48,6 +48,10 @@ struct Shared {
     clients: Clients,
     calls: Arc<Calls>,
     settings: AwsSettings,
+    /// Launch templates known to exist (by name): checked once per process, not per launch.
+    templates: std::sync::Mutex<BTreeSet<String>>,
+    /// Instance profiles known to exist with their role, likewise.
+    profiles: std::sync::Mutex<BTreeSet<String>>,
 }
 
 /// EC2 behind the `Cloud` interface.
@@ -113,6 +117,8 @@ impl Ec2Cloud {
                 clients,
                 calls,
                 settings,
+                templates: Default::default(),
+                profiles: Default::default(),
             }),
             sender,
             completions,
@@ -310,10 +316,7 @@ impl Cloud for Ec2Cloud {
         let arch_of_type = Arc::clone(&self.arch_of_type);
         self.runtime.spawn(async move {
             let result = match plan {
-                Ok((templates, context)) => {
-                    launching::launch(shared, request, templates, context, arch_of_type, now_ms)
-                        .await
-                }
+                Ok(plan) => launching::launch(shared, request, plan, arch_of_type, now_ms).await,
                 Err(e) => Err(LaunchError::Failed(e.to_string())),
             };
             let _ = sender.send(Completion::Launched {

@@ -201,7 +201,34 @@ fn a_launch_goes_through_a_launch_template_and_createfleet_with_karpenters_tags(
         "{user_data}"
     );
 
-    // A second launch reuses the template.
+    // The instance profile made for the EC2NodeClass's role.
+    let profile = data
+        .iam_instance_profile()
+        .and_then(|p| p.name())
+        .expect("an instance profile")
+        .to_string();
+    assert!(profile.starts_with("test-cluster_"), "{profile}");
+    let roles: Vec<String> =
+        s.rt.block_on(
+            s.clients
+                .iam
+                .get_instance_profile()
+                .instance_profile_name(&profile)
+                .send(),
+        )
+        .expect("GetInstanceProfile")
+        .instance_profile()
+        .map(|p| {
+            p.roles()
+                .iter()
+                .map(|r| r.role_name().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(roles, vec!["KarpenterNodeRole-test-cluster".to_string()]);
+
+    // A second launch reuses the template, without looking it up again.
+    let lookups = s.peer.count_calls("DescribeLaunchTemplates");
     s.cloud.create_fleet(
         0,
         request("default-d3e4f", &[("m5.large", "us-east-1b")], "on-demand"),
@@ -209,6 +236,7 @@ fn a_launch_goes_through_a_launch_template_and_createfleet_with_karpenters_tags(
     let second = launched(answer(&mut s.cloud));
     assert_eq!(second.zone, "us-east-1b");
     assert_eq!(s.peer.count_calls("CreateLaunchTemplate"), 1);
+    assert_eq!(s.peer.count_calls("DescribeLaunchTemplates"), lookups);
     assert_eq!(s.peer.count_calls("CreateFleet"), 2);
 
     // An arm64 type gets the arm64 AMI's template.

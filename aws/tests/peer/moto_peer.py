@@ -626,6 +626,27 @@ def seed_network(port, cluster):
         VpcId=vpc,
         TagSpecifications=[{"ResourceType": "security-group", "Tags": tag}],
     )
+    boto3.client(
+        "iam",
+        region_name="us-east-1",
+        endpoint_url=f"http://127.0.0.1:{port}",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    ).create_role(
+        RoleName=f"KarpenterNodeRole-{cluster}",
+        AssumeRolePolicyDocument=json.dumps(
+            {
+                "Version": "2012-10-17",
+                "Statement": [
+                    {
+                        "Effect": "Allow",
+                        "Principal": {"Service": "ec2.amazonaws.com"},
+                        "Action": "sts:AssumeRole",
+                    }
+                ],
+            }
+        ),
+    )
     for arch in ["x86_64", "arm64"]:
         images = ec2.describe_images(
             Owners=["amazon"], Filters=[{"Name": "architecture", "Values": [arch]}]
@@ -642,7 +663,8 @@ def main():
         metavar="CLUSTER",
         help="before printing PORT, create a VPC with a subnet in us-east-1a and us-east-1b, a "
         "security group, and tag one x86_64 and one arm64 AMI, all tagged "
-        "karpenter.sh/discovery=CLUSTER (what examples/aws selects)",
+        "karpenter.sh/discovery=CLUSTER, and the IAM role KarpenterNodeRole-CLUSTER (what "
+        "examples/aws selects)",
     )
     parser.add_argument(
         "--keep-running",
