@@ -12,7 +12,7 @@ use aws_sdk_ec2::types::{
 };
 use base64::Engine as _;
 use dovetail_dataflow::stable_hash::stable_hash;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What goes into one launch template.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -37,6 +37,76 @@ impl TemplateSpec {
     pub fn name(&self) -> String {
         format!("dovetail/{}/{:016x}", self.cluster_name, stable_hash(self))
     }
+}
+
+/// The tag a template carries naming its AMI, so one whose AMI is no longer resolved is found.
+pub const IMAGE_ID_TAG: &str = "dovetail/image-id";
+const NODECLASS_TAG: &str = "karpenter.k8s.aws/ec2nodeclass";
+
+/// Deletes this cluster's launch templates no launch would use again: their EC2NodeClass is
+/// gone, or its resolved AMIs (`in_use`: EC2NodeClass → AMI ids) no longer include theirs.
+/// Returns the names deleted.
+pub async fn delete_unused(
+    ec2: &aws_sdk_ec2::Client,
+    calls: &Calls,
+    cluster_tag: &str,
+    in_use: &BTreeMap<String, BTreeSet<String>>,
+) -> Result<Vec<String>, AwsError> {
+    const DESCRIBE: &str = "DescribeLaunchTemplates";
+    let pages = calls
+        .pages(
+            DESCRIBE,
+            usize::MAX,
+            |token| async move {
+                ec2.describe_launch_templates()
+                    .filters(
+                        aws_sdk_ec2::types::Filter::builder()
+                            .name("tag-key")
+                            .values(cluster_tag)
+                            .build(),
+                    )
+                    .set_next_token(token)
+                    .send()
+                    .await
+                    .map_err(|e| from_sdk(DESCRIBE, e))
+            },
+            |p| p.next_token(),
+        )
+        .await?;
+    let mut deleted = Vec::new();
+    for t in pages.iter().flat_map(|p| p.launch_templates()) {
+        let Some(name) = t.launch_template_name() else {
+            continue;
+        };
+        let tag = |k: &str| {
+            t.tags()
+                .iter()
+                .find(|x| x.key() == Some(k))
+                .and_then(|x| x.value())
+        };
+        let used = match (tag(NODECLASS_TAG), tag(IMAGE_ID_TAG)) {
+            (Some(class), Some(image)) => {
+                in_use.get(class).is_some_and(|amis| amis.contains(image))
+            }
+            // Not one dovetail made with these tags: left alone.
+            _ => true,
+        };
+        if used {
+            continue;
+        }
+        const DELETE: &str = "DeleteLaunchTemplate";
+        calls
+            .run(DELETE, || async {
+                ec2.delete_launch_template()
+                    .launch_template_name(name)
+                    .send()
+                    .await
+                    .map_err(|e| from_sdk(DELETE, e))
+            })
+            .await?;
+        deleted.push(name.to_string());
+    }
+    Ok(deleted)
 }
 
 /// The template's name, after making sure it exists.

@@ -64,6 +64,9 @@ pub fn run(args: RunArgs) -> Result<RunSummary> {
                 &live.calls,
                 args.kubernetes_version.as_deref(),
             )?;
+            if let Err(e) = w.cloud.delete_unused_launch_templates() {
+                tracing::warn!(error = %e, "deleting unused launch templates failed");
+            }
         }
         w.peak_nodes = w.peak_nodes.max(w.alive_nodes());
         if last_progress.elapsed() >= Duration::from_secs(5) {

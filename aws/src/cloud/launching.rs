@@ -6,7 +6,7 @@ use crate::client_token::client_token;
 use crate::error::AwsError;
 use crate::fleet::{fleet_call, read_answer, LaunchContext};
 use crate::instance_profile::{self, ProfileSource};
-use crate::launch_template::{ensure, TemplateSpec};
+use crate::launch_template::{ensure, TemplateSpec, IMAGE_ID_TAG};
 use crate::user_data::{user_data, AmiFamily, Bootstrap};
 use dovetail_dataflow::backend::{FleetRequest, Instance, LaunchError};
 use std::collections::{BTreeMap, BTreeSet};
@@ -105,7 +105,11 @@ impl Ec2Cloud {
                         http_tokens_required,
                         http_put_response_hop_limit: hop_limit,
                         instance_profile: profile.as_ref().map(|(_, n)| n.clone()),
-                        tags: tags.clone(),
+                        tags: {
+                            let mut t = tags.clone();
+                            t.insert(IMAGE_ID_TAG.into(), ami.clone());
+                            t
+                        },
                     },
                 )
             })

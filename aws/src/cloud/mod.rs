@@ -279,6 +279,32 @@ impl Ec2Cloud {
         }
     }
 
+    /// Deletes this cluster's launch templates whose EC2NodeClass is gone or no longer resolves
+    /// their AMI, and waits for it (a few calls; `run` does it when it resolves selector terms
+    /// again). Returns the names deleted.
+    pub fn delete_unused_launch_templates(&mut self) -> Result<Vec<String>, AwsError> {
+        let in_use: BTreeMap<String, BTreeSet<String>> = self
+            .nodeclasses
+            .values()
+            .map(|c| (c.name.clone(), c.status.ami_ids.clone()))
+            .collect();
+        let tag = self.shared.settings.cluster_tag_key();
+        let deleted = self
+            .runtime
+            .block_on(crate::launch_template::delete_unused(
+                &self.shared.clients.ec2,
+                &self.shared.calls,
+                &tag,
+                &in_use,
+            ))?;
+        if let Ok(mut known) = self.shared.templates.lock() {
+            for name in &deleted {
+                known.remove(name);
+            }
+        }
+        Ok(deleted)
+    }
+
     /// Lists this cluster's instances now and waits for the answer (tests, shutdown summaries).
     pub fn refresh(&mut self) -> Result<(), AwsError> {
         let now = wall_ms();

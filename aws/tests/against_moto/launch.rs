@@ -473,3 +473,52 @@ fn throttled_calls_are_retried_and_no_launch_is_lost() {
         "{counts:?}"
     );
 }
+
+#[test]
+fn launch_templates_no_launch_would_use_are_deleted() {
+    let mut s = setup();
+    s.cloud.create_fleet(
+        0,
+        request("default-lt1", &[("m5.large", "us-east-1a")], "on-demand"),
+    );
+    launched(answer(&mut s.cloud));
+    let deleted = s.cloud.delete_unused_launch_templates().expect("listed");
+    assert!(deleted.is_empty(), "the template in use stays: {deleted:?}");
+
+    // The EC2NodeClass now resolves only the arm64 AMI: the amd64 template goes.
+    let mut class = nodeclass("default");
+    let spec: serde_json::Value = serde_json::from_str(&class.spec_json).expect("spec JSON");
+    let calls = Calls::new(&settings());
+    class.status =
+        s.rt.block_on(resolve(&s.clients, &calls, "default", &spec, None))
+            .expect("resolved");
+    class.status.ami_by_arch.remove("amd64");
+    class.status.ami_ids.remove(&s.net.ami_amd64);
+    s.cloud.set_nodeclass(class);
+    let deleted = s.cloud.delete_unused_launch_templates().expect("listed");
+    assert_eq!(deleted.len(), 1, "{deleted:?}");
+    assert_eq!(s.peer.count_calls("DeleteLaunchTemplate"), 1);
+    let left =
+        s.rt.block_on(
+            s.clients
+                .ec2
+                .describe_launch_templates()
+                .filters(
+                    Filter::builder()
+                        .name("tag-key")
+                        .values("kubernetes.io/cluster/test-cluster")
+                        .build(),
+                )
+                .send(),
+        )
+        .expect("DescribeLaunchTemplates");
+    assert!(left.launch_templates().is_empty());
+
+    // The next launch makes the template it needs again.
+    s.cloud.create_fleet(
+        0,
+        request("default-lt2", &[("m6g.large", "us-east-1a")], "on-demand"),
+    );
+    launched(answer(&mut s.cloud));
+    assert_eq!(s.peer.count_calls("CreateLaunchTemplate"), 2);
+}
