@@ -11,7 +11,7 @@ use super::summary::{CapacityTypeUsage, Percentiles, ReplaySummary, TimelineRow}
 use super::world::World;
 use dovetail_actuate::{histogram, BatchWindow, POLL_INTERVAL_MS};
 use dovetail_dataflow::decisions::Decision;
-use dovetail_ingest::trace::{AppliedObject, TimedEvent};
+use dovetail_ingest::trace::TimedEvent;
 use dovetail_ingest::Manifests;
 use dovetail_sim::SimConfig;
 use std::time::Instant;
@@ -79,22 +79,7 @@ pub fn replay(
     let queries = dovetail_queries::standing_queries_polled(POLL_INTERVAL_MS as u64);
     let mut w = World::new(&opts.sim, queries, opts.workers)?;
     w.control.set_batch_window(opts.batch_window);
-    for p in &initial.nodepools {
-        w.apply(&AppliedObject::NodePool(p.clone()));
-    }
-    for c in &initial.nodeclasses {
-        w.apply(&AppliedObject::EC2NodeClass(c.clone()));
-    }
-    for o in &initial.overlays {
-        w.apply(&AppliedObject::NodeOverlay(o.clone()));
-    }
-    for d in &initial.daemonsets {
-        w.apply(&AppliedObject::DaemonSet(d.clone()));
-    }
-    for p in &initial.pdbs {
-        w.apply(&AppliedObject::PodDisruptionBudget(p.clone()));
-    }
-    w.refresh_instance_types()?;
+    w.apply_manifests(initial)?;
 
     let end_ms = events.last().map(|e| e.t as i64).unwrap_or(0) + opts.settle_ms;
     let mut timeline: Vec<TimelineRow> = Vec::new();
@@ -141,13 +126,7 @@ pub fn replay(
         }
         w.cloud_events(now);
         w.expire_unavailable(now);
-        for _ in 0..MAX_STEPS_PER_INSTANT {
-            w.schedule(now);
-            let diffs = w.advance_engine(now)?;
-            if !w.act(now, &diffs) {
-                break;
-            }
-        }
+        w.step(now, MAX_STEPS_PER_INSTANT)?;
         w.peak_nodes = w.peak_nodes.max(w.alive_nodes());
         if last_progress.elapsed().as_millis() >= 1000 {
             last_progress = Instant::now();

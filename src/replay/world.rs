@@ -102,6 +102,43 @@ impl<C: Cloud> World<C> {
         })
     }
 
+    /// The cluster-scoped objects of `m` (NodePools, EC2NodeClasses, NodeOverlays, DaemonSets,
+    /// PodDisruptionBudgets), then the instance types their EC2NodeClasses resolve.
+    pub(crate) fn apply_manifests(
+        &mut self,
+        m: &dovetail_ingest::Manifests,
+    ) -> Result<(), ReplayError> {
+        for p in &m.nodepools {
+            self.apply(&AppliedObject::NodePool(p.clone()));
+        }
+        for c in &m.nodeclasses {
+            self.apply(&AppliedObject::EC2NodeClass(c.clone()));
+        }
+        for o in &m.overlays {
+            self.apply(&AppliedObject::NodeOverlay(o.clone()));
+        }
+        for d in &m.daemonsets {
+            self.apply(&AppliedObject::DaemonSet(d.clone()));
+        }
+        for p in &m.pdbs {
+            self.apply(&AppliedObject::PodDisruptionBudget(p.clone()));
+        }
+        self.refresh_instance_types()
+    }
+
+    /// Binds what the simulated kube-scheduler can, closes an epoch and acts on it, again while
+    /// acting changed what the engine must be told, at most `max_steps` times at one instant.
+    pub(crate) fn step(&mut self, now: i64, max_steps: usize) -> Result<(), ReplayError> {
+        for _ in 0..max_steps {
+            self.schedule(now);
+            let diffs = self.advance_engine(now)?;
+            if !self.act(now, &diffs) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     /// The instance types each EC2NodeClass resolves, with the cloud's current prices, as facts
     /// (capacity errors reach the engine as facts of their own).
     pub(crate) fn refresh_instance_types(&mut self) -> Result<(), ReplayError> {

@@ -41,13 +41,7 @@ pub fn run(args: RunArgs) -> Result<RunSummary> {
         }
         w.cloud_events(now);
         w.expire_unavailable(now);
-        for _ in 0..MAX_STEPS_PER_TICK {
-            w.schedule(now);
-            let diffs = w.advance_engine(now)?;
-            if !w.act(now, &diffs) {
-                break;
-            }
-        }
+        w.step(now, MAX_STEPS_PER_TICK)?;
         if now.saturating_sub(last_gc) >= args.gc_interval_ms {
             last_gc = now;
             let (cloud, cluster) = (&mut w.cloud, &mut w.cluster);

@@ -110,22 +110,10 @@ pub(crate) fn start(args: &RunArgs, runtime: &tokio::runtime::Runtime) -> Result
     let queries = dovetail_queries::standing_queries_polled(POLL_INTERVAL_MS as u64);
     let mut world = World::with_cloud(cloud, Arc::new(discovered.catalog), actuation, queries, 1)?;
     world.kubelet_joins_when_running = true;
-    for p in &manifests.nodepools {
-        world.apply(&AppliedObject::NodePool(p.clone()));
-    }
-    for c in classes {
-        world.apply(&AppliedObject::EC2NodeClass(c));
-    }
-    for o in &manifests.overlays {
-        world.apply(&AppliedObject::NodeOverlay(o.clone()));
-    }
-    for d in &manifests.daemonsets {
-        world.apply(&AppliedObject::DaemonSet(d.clone()));
-    }
-    for p in &manifests.pdbs {
-        world.apply(&AppliedObject::PodDisruptionBudget(p.clone()));
-    }
-    world.refresh_instance_types()?;
+    world.apply_manifests(&dovetail_ingest::Manifests {
+        nodeclasses: classes,
+        ..manifests.clone()
+    })?;
     let now = wall_ms();
     if !manifests.nodes.is_empty() {
         notes.push(format!(
