@@ -17,10 +17,6 @@ pub struct AwsSettings {
     pub cluster_dns_ip: Option<String>,
     /// `INTERRUPTION_QUEUE`: the SQS queue's name or URL; no interruption handling without it.
     pub interruption_queue: Option<String>,
-    /// Subnets, security groups and AMIs are resolved again this often (Karpenter: 1 min).
-    pub nodeclass_refresh: Duration,
-    /// Instance types and offerings are discovered again this often (Karpenter: 12 h).
-    pub catalog_refresh: Duration,
     /// This cluster's instances are listed (DescribeInstances) this often.
     pub describe_interval: Duration,
     /// Calls per second per mutating action (CreateFleet, TerminateInstances, CreateTags, ...).
@@ -44,8 +40,6 @@ impl Default for AwsSettings {
             cluster_ca_bundle: None,
             cluster_dns_ip: None,
             interruption_queue: None,
-            nodeclass_refresh: Duration::from_secs(60),
-            catalog_refresh: Duration::from_secs(12 * 3600),
             describe_interval: Duration::from_secs(10),
             // EC2's default token buckets refill 5 mutating and 20 describing calls a second
             // for an account; staying under them leaves room for everything else in it.

@@ -222,14 +222,7 @@ impl<C: Cloud> World<C> {
         match dovetail_ingest::parse_message("simulated interruption queue", position, &body) {
             Ok(Reading::Interruptions(found)) => {
                 for i in found {
-                    if i.kind == facts::InterruptionKind::RebalanceRecommendation {
-                        self.notes.insert(
-                            "rebalance recommendations were recorded, no action (as Karpenter)"
-                                .to_string(),
-                        );
-                    } else {
-                        self.interruption(instance, i.kind, i.at_ms);
-                    }
+                    self.interrupted(instance, i.kind, i.at_ms);
                 }
             }
             Ok(Reading::Ignored(why)) => {
@@ -333,12 +326,18 @@ impl<C: Cloud> World<C> {
                 .insert("interruption messages about instances not of this cluster".to_string());
             return;
         };
-        if i.kind == facts::InterruptionKind::RebalanceRecommendation {
+        self.interrupted(&instance, i.kind, i.at_ms);
+    }
+
+    /// One interruption read from a queue, simulated or real: a rebalance recommendation is
+    /// recorded, anything else acted on.
+    fn interrupted(&mut self, instance: &Instance, kind: facts::InterruptionKind, at_ms: i64) {
+        if kind == facts::InterruptionKind::RebalanceRecommendation {
             self.notes.insert(
                 "rebalance recommendations were recorded, no action (as Karpenter)".to_string(),
             );
         } else {
-            self.interruption(&instance, i.kind, i.at_ms);
+            self.interruption(instance, kind, at_ms);
         }
     }
 

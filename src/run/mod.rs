@@ -13,6 +13,7 @@ pub use summary::RunSummary;
 
 use crate::replay::world::World;
 use anyhow::{Context, Result};
+use dovetail_actuate::driver::Clock;
 use dovetail_actuate::POLL_INTERVAL_MS;
 use dovetail_aws::Ec2Cloud;
 use std::time::{Duration, Instant};
@@ -31,10 +32,10 @@ pub fn run(args: RunArgs) -> Result<RunSummary> {
     let mut live = setup::start(&args, &runtime)?;
     let w = &mut live.world;
     let mut last_gc = i64::MIN;
-    let mut last_resolve = setup::wall_ms();
+    let mut last_resolve = live.clock.now_ms();
     let mut last_progress = Instant::now();
     loop {
-        let now = setup::wall_ms();
+        let now = live.clock.now_ms();
         w.control.set_clock(now);
         while let Ok(i) = live.interruptions.try_recv() {
             w.queue_interruption(i);
@@ -83,7 +84,7 @@ pub fn run(args: RunArgs) -> Result<RunSummary> {
     // Stop cleanly: answers to calls already made are taken in, nothing is terminated.
     live.stop.store(true, std::sync::atomic::Ordering::Relaxed);
     w.cloud.settle(Duration::from_secs(60));
-    let now = setup::wall_ms();
+    let now = live.clock.now_ms();
     w.cloud_events(now);
     let s = summary::summarise(&live, started.elapsed());
     if let Some(path) = &args.summary {

@@ -7,6 +7,7 @@ use super::{LiveWorld, RunArgs};
 use crate::replay::world::World;
 use anyhow::{Context, Result};
 use crossbeam_channel::Receiver;
+use dovetail_actuate::driver::{Clock, WallClock};
 use dovetail_actuate::{ActuationSettings, POLL_INTERVAL_MS};
 use dovetail_aws::calls::Calls;
 use dovetail_aws::discovery::discover_catalog;
@@ -30,6 +31,8 @@ pub(crate) struct Live {
     pub(crate) queue: Option<Arc<InterruptionQueue>>,
     pub(crate) stop: Arc<AtomicBool>,
     pub(crate) deadline: Option<Instant>,
+    /// The loop's clock (actuate's wall clock, as `drive` uses).
+    pub(crate) clock: WallClock,
     pub(crate) notes: Vec<String>,
 }
 
@@ -37,13 +40,6 @@ impl Live {
     pub(crate) fn queue_stats(&self) -> Option<QueueStats> {
         self.queue.as_ref().map(|q| q.stats())
     }
-}
-
-pub(crate) fn wall_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 async fn resolved(
@@ -72,7 +68,6 @@ pub(crate) fn start(args: &RunArgs, runtime: &tokio::runtime::Runtime) -> Result
         cluster_endpoint: args.cluster_endpoint.clone(),
         interruption_queue: args.interruption_queue.clone(),
         describe_interval: Duration::from_millis(args.describe_interval_ms.max(0) as u64),
-        nodeclass_refresh: Duration::from_millis(args.nodeclass_refresh_ms.max(0) as u64),
         ..AwsSettings::from_env()
     };
     let calls = Arc::new(Calls::new(&settings));
@@ -114,7 +109,8 @@ pub(crate) fn start(args: &RunArgs, runtime: &tokio::runtime::Runtime) -> Result
         nodeclasses: classes,
         ..manifests.clone()
     })?;
-    let now = wall_ms();
+    let clock = WallClock::default();
+    let now = clock.now_ms();
     if !manifests.nodes.is_empty() {
         notes.push(format!(
             "{} Nodes in the manifests were left out: the simulated cluster's nodes are the instances EC2 runs",
@@ -165,6 +161,7 @@ pub(crate) fn start(args: &RunArgs, runtime: &tokio::runtime::Runtime) -> Result
         interruptions,
         queue,
         stop,
+        clock,
         deadline: args
             .for_ms
             .map(|ms| Instant::now() + Duration::from_millis(ms.max(0) as u64)),

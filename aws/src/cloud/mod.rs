@@ -151,10 +151,6 @@ impl Ec2Cloud {
         self.nodeclasses.insert(class.name.clone(), class);
     }
 
-    pub fn remove_nodeclass(&mut self, name: &str) {
-        self.nodeclasses.remove(name);
-    }
-
     /// Calls made so far, by action and result code.
     pub fn calls(&self) -> &Calls {
         &self.shared.calls
@@ -162,19 +158,6 @@ impl Ec2Cloud {
 
     pub fn settings(&self) -> &AwsSettings {
         &self.shared.settings
-    }
-
-    /// CreateFleet calls submitted and not answered yet.
-    pub fn launches_in_flight(&self) -> u64 {
-        self.launches_in_flight
-    }
-
-    /// Whether a call is still out (a launch, a termination or a listing).
-    pub fn busy(&self) -> bool {
-        self.launches_in_flight > 0
-            || self.terminations_in_flight > 0
-            || self.describing
-            || !self.to_terminate.is_empty()
     }
 
     fn drain(&mut self, now_ms: i64) {
