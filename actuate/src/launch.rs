@@ -9,7 +9,7 @@ use crate::actions::{actions, Action};
 use crate::actuator::{Actuator, Purpose};
 use crate::naming::unique_nodeclaim_name;
 use crate::overrides::fleet_overrides;
-use crate::registration::{node_for_instance, record_launch};
+use crate::registration::{node_for_instance, nodeclaim_labels, nodeclaim_taints, record_launch};
 use dovetail_dataflow::backend::{
     Cloud, Cluster, FleetRequest, Instance, LaunchError, NodeClaim, OfferingKey,
 };
@@ -141,14 +141,16 @@ impl Actuator {
         let unavailable = |k: &OfferingKey| self.unavailable.contains(k);
         let overrides = fleet_overrides(launch, &self.instance_types, &unavailable);
         let capacity_type = overrides.first()?.key.capacity_type.clone();
+        let pool = self.nodepools.get(&launch.nodepool);
         Some(FleetRequest {
             nodeclaim: launch.name.clone(),
             nodepool: launch.nodepool.clone(),
-            node_class: self
-                .nodepools
-                .get(&launch.nodepool)
-                .and_then(|p| p.node_class.clone()),
+            node_class: pool.and_then(|p| p.node_class.clone()),
             client_token: format!("{}@{created_ms}", launch.name),
+            labels: pool
+                .map(|p| nodeclaim_labels(p, &launch.requirements, &capacity_type))
+                .unwrap_or_default(),
+            taints: pool.map(nodeclaim_taints).unwrap_or_default(),
             capacity_type,
             overrides,
         })

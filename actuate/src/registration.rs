@@ -19,6 +19,7 @@
 use dovetail_dataflow::backend::Cluster;
 use dovetail_dataflow::backend::Instance;
 use dovetail_dataflow::model::labels::UNREGISTERED_TAINT;
+use dovetail_dataflow::model::labels::{is_restricted, is_well_known};
 use dovetail_dataflow::model::labels::{
     CAPACITY_TYPE, HOSTNAME, NODECLASS_HASH, NODEPOOL, NODEPOOL_HASH, REGISTERED, ZONE, ZONE_ID,
 };
@@ -40,6 +41,58 @@ fn single_values(requirements: &Requirements) -> impl Iterator<Item = (&String, 
             None
         }
     })
+}
+
+/// The labels the kubelet of a NodeClaim's instance registers with, as Karpenter's user data
+/// passes them: the NodePool's template labels, `karpenter.sh/nodepool`, the single-valued
+/// requirements of the launch that Karpenter may inject (not the well-known labels the
+/// kubelet and cloud set themselves, nor Kubernetes' own domains), and the capacity type.
+pub fn nodeclaim_labels(
+    nodepool: &NodePool,
+    requirements: &Requirements,
+    capacity_type: &str,
+) -> BTreeMap<String, String> {
+    let mut labels: BTreeMap<String, String> = single_values(requirements)
+        .filter(|(k, _)| injectable(k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    for (k, v) in &nodepool.template_labels {
+        labels.insert(k.clone(), v.clone());
+    }
+    labels.insert(NODEPOOL.to_string(), nodepool.name.clone());
+    labels.insert(CAPACITY_TYPE.to_string(), capacity_type.to_string());
+    labels
+}
+
+/// The taints a NodeClaim's kubelet registers with: the NodePool's taints, then its startup
+/// taints.
+pub fn nodeclaim_taints(nodepool: &NodePool) -> Vec<Taint> {
+    let mut taints = nodepool.taints.clone();
+    for t in &nodepool.startup_taints {
+        if !taints.contains(t) {
+            taints.push(t.clone());
+        }
+    }
+    taints
+}
+
+/// Karpenter's `IsRestrictedNodeLabel`, inverted: a requirement's key the kubelet may be told to
+/// set. Well-known labels come from the kubelet and the cloud; `kubernetes.io` / `k8s.io` keys
+/// are refused by the kubelet unless under an allowed domain.
+fn injectable(key: &str) -> bool {
+    if is_well_known(key) || is_restricted(key) {
+        return false;
+    }
+    let domain = key.split_once('/').map(|(d, _)| d).unwrap_or("");
+    let allowed = [
+        "node-restriction.kubernetes.io",
+        "node.kubernetes.io",
+        "kops.k8s.io",
+    ];
+    if allowed.iter().any(|a| domain.ends_with(a)) {
+        return true;
+    }
+    !(domain.ends_with("kubernetes.io") || domain.ends_with("k8s.io"))
 }
 
 /// The Node `instance` registers as at `registered_ms`, and the startup taints to remove when it
@@ -72,12 +125,7 @@ pub fn node_for_instance(
     labels.insert(NODEPOOL.to_string(), nodepool.name.clone());
     labels.insert(REGISTERED.to_string(), "true".to_string());
 
-    let mut taints = nodepool.taints.clone();
-    for t in &nodepool.startup_taints {
-        if !taints.contains(t) {
-            taints.push(t.clone());
-        }
-    }
+    let taints = nodeclaim_taints(nodepool);
     let node = Node {
         name,
         nodeclaim: Some(instance.launch.clone()),
@@ -148,4 +196,61 @@ pub fn register_node(now_ms: i64, node: &str, cluster: &mut impl Cluster) -> boo
     claim.registered = true;
     cluster.update_nodeclaim(now_ms, claim);
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dovetail_dataflow::model::{Effect, Requirement};
+
+    #[test]
+    fn nodeclaim_labels_are_what_karpenter_injects_into_user_data() {
+        let pool = NodePool {
+            name: "gpu".into(),
+            template_labels: [("team".to_string(), "ml".to_string())].into(),
+            ..Default::default()
+        };
+        let mut requirements = Requirements::new();
+        for (key, values) in [
+            ("example.com/tier", vec!["gold"]),
+            ("example.com/any", vec!["a", "b"]),
+            ("node.kubernetes.io/instance-type", vec!["p5.48xlarge"]),
+            ("kubernetes.io/os", vec!["linux"]),
+            ("topology.kubernetes.io/zone", vec!["us-east-1a"]),
+            ("node-restriction.kubernetes.io/pool", vec!["secure"]),
+            ("example.kubernetes.io/private", vec!["x"]),
+        ] {
+            requirements
+                .0
+                .insert(key.to_string(), Requirement::new(Operator::In, values));
+        }
+        let labels = nodeclaim_labels(&pool, &requirements, "spot");
+        let expected: BTreeMap<String, String> = [
+            ("example.com/tier", "gold"),
+            ("karpenter.sh/capacity-type", "spot"),
+            ("karpenter.sh/nodepool", "gpu"),
+            ("node-restriction.kubernetes.io/pool", "secure"),
+            ("team", "ml"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        assert_eq!(labels, expected);
+    }
+
+    #[test]
+    fn nodeclaim_taints_are_the_taints_then_the_startup_taints_once() {
+        let taint = |key: &str| Taint {
+            key: key.into(),
+            value: String::new(),
+            effect: Effect::NoSchedule,
+        };
+        let pool = NodePool {
+            taints: vec![taint("a"), taint("b")],
+            startup_taints: vec![taint("b"), taint("c")],
+            ..Default::default()
+        };
+        let keys: Vec<String> = nodeclaim_taints(&pool).into_iter().map(|t| t.key).collect();
+        assert_eq!(keys, ["a", "b", "c"]);
+    }
 }

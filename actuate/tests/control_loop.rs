@@ -439,6 +439,8 @@ fn garbage_collection_terminates_instances_without_a_nodeclaim_after_the_grace_p
     let kept = claim.instance_id().expect("launched").to_string();
     // An instance tagged as ours whose NodeClaim was never written (a crash, a lost claim).
     let leaked_request = FleetRequest {
+        labels: Default::default(),
+        taints: Vec::new(),
         nodeclaim: "default-lost1".into(),
         client_token: "default-lost1@0".into(),
         ..h.cloud.requests[0].clone()

@@ -41,6 +41,8 @@ mod tests {
 
     fn request(token: &str, types: &[&str]) -> FleetRequest {
         FleetRequest {
+            labels: Default::default(),
+            taints: Vec::new(),
             nodeclaim: "default-abc12".into(),
             nodepool: "default".into(),
             node_class: Some("default".into()),

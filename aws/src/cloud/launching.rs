@@ -52,11 +52,10 @@ impl Ec2Cloud {
             .unwrap_or_default();
         tags.insert(settings.cluster_tag_key(), "owned".into());
         tags.insert("karpenter.k8s.aws/ec2nodeclass".into(), name.clone());
-        let labels: BTreeMap<String, String> = [(
-            "karpenter.sh/nodepool".to_string(),
-            request.nodepool.clone(),
-        )]
-        .into();
+        let mut labels = request.labels.clone();
+        labels
+            .entry("karpenter.sh/nodepool".to_string())
+            .or_insert_with(|| request.nodepool.clone());
         let text = user_data(
             family,
             &Bootstrap {
@@ -66,7 +65,7 @@ impl Ec2Cloud {
                 dns_ip: settings.cluster_dns_ip.as_deref(),
                 kubelet: Some(&class.kubelet),
                 labels,
-                taints: Vec::new(),
+                taints: request.taints.clone(),
                 user_data: spec.get("userData").and_then(|u| u.as_str()),
             },
         );

@@ -10,6 +10,7 @@ use dovetail_dataflow::backend::{
     OfferingKey, TerminationCause,
 };
 use dovetail_dataflow::catalog::embedded;
+use dovetail_dataflow::model::{Effect, Taint};
 use std::time::{Duration, Instant};
 use tokio::runtime::Runtime;
 
@@ -64,6 +65,16 @@ fn request(nodeclaim: &str, offerings: &[(&str, &str)], capacity_type: &str) -> 
         nodepool: "default".into(),
         node_class: Some("default".into()),
         client_token: format!("{nodeclaim}@1000"),
+        labels: [
+            ("karpenter.sh/nodepool".to_string(), "default".to_string()),
+            ("team".to_string(), "payments".to_string()),
+        ]
+        .into(),
+        taints: vec![Taint {
+            key: "dedicated".into(),
+            value: "payments".into(),
+            effect: Effect::NoSchedule,
+        }],
         capacity_type: capacity_type.into(),
         overrides: offerings
             .iter()
@@ -199,6 +210,14 @@ fn a_launch_goes_through_a_launch_template_and_createfleet_with_karpenters_tags(
     assert!(
         user_data.contains("karpenter.sh/unregistered:NoExecute"),
         "{user_data}"
+    );
+    assert!(
+        user_data.contains("--node-labels=karpenter.sh/nodepool=default,team=payments"),
+        "the NodeClaim's labels reach the kubelet: {user_data}"
+    );
+    assert!(
+        user_data.contains("dedicated=payments:NoSchedule"),
+        "the NodePool's taints reach the kubelet: {user_data}"
     );
 
     // The instance profile made for the EC2NodeClass's role.

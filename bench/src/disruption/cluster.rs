@@ -183,6 +183,8 @@ impl Cluster {
             .create_fleet_now(
                 created_ms,
                 &FleetRequest {
+                    labels: Default::default(),
+                    taints: Vec::new(),
                     nodeclaim: claim.clone(),
                     nodepool: "default".into(),
                     node_class: None,

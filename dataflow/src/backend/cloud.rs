@@ -4,8 +4,9 @@
 use super::events::CloudEvent;
 use super::instance::Instance;
 use super::offering::OfferingKey;
-use crate::model::Price;
+use crate::model::{Price, Taint};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// One offering a fleet request may fill (a CreateFleet launch template override: type, zone and
 /// the subnet chosen for it).
@@ -33,6 +34,14 @@ pub struct FleetRequest {
     pub capacity_type: String,
     /// The offerings to try, in the order EC2 should prefer them (cheapest first).
     pub overrides: Vec<FleetOverride>,
+    /// The labels the kubelet registers the Node with (`--node-labels`): the NodeClaim's, as
+    /// Karpenter injects them into user data.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// The taints the kubelet registers the Node with: the NodePool's taints and startup taints
+    /// (`karpenter.sh/unregistered` is added by the cloud's bootstrap).
+    #[serde(default)]
+    pub taints: Vec<Taint>,
 }
 
 /// Why a CreateFleet launched nothing.

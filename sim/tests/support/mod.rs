@@ -41,6 +41,8 @@ impl LaunchExt for SimCloud {
     ) -> Result<Instance, FleetError> {
         let overrides = fleet_overrides(launch, types, &|_| false);
         let request = FleetRequest {
+            labels: Default::default(),
+            taints: Vec::new(),
             nodeclaim: launch.name.clone(),
             nodepool: launch.nodepool.clone(),
             node_class: None,
