@@ -1,7 +1,8 @@
 //! `dovetail run --cloud aws --cluster sim` through the binary against a real EC2/SQS API server
 //! (the moto test peer of `dovetail_aws::test_peer`): discovery, selector terms, launches through
 //! CreateFleet until every pod is bound, a capacity error the launch falls back from, garbage
-//! collection of an instance leaked before the run, an interruption message, and the summary.
+//! collection of an instance leaked before the run, the catalogue discovered again, and the
+//! summary.
 
 use dovetail_aws::test_peer::Peer;
 use std::process::Command;
@@ -81,6 +82,7 @@ fn a_run_launches_real_instances_for_pending_pods_and_collects_a_leaked_one() {
             "500ms",
         ])
         .args(["--gc-interval", "1s", "--gc-grace", "1s"])
+        .args(["--catalog-refresh", "4s"])
         .arg("--summary")
         .arg(&summary_path)
         .env("AWS_ENDPOINT_URL", peer.endpoint())
@@ -114,9 +116,11 @@ fn a_run_launches_real_instances_for_pending_pods_and_collects_a_leaked_one() {
         launched,
         "one CreateFleet per NodeClaim: {summary:#}"
     );
+    assert!(ok("DescribeSubnets") >= 1, "{summary:#}");
+    // The catalogue is discovered at start and again every --catalog-refresh (Karpenter: 12 h).
     assert!(
-        ok("DescribeInstanceTypes") >= 1 && ok("DescribeSubnets") >= 1,
-        "{summary:#}"
+        ok("DescribeAvailabilityZones") >= 2,
+        "discovered again: {summary:#}"
     );
     assert_eq!(
         peer.count_calls("CreateFleet") as u64,

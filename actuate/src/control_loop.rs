@@ -101,6 +101,13 @@ impl ControlLoop {
         self.batch.closes_at(self.window)
     }
 
+    /// Makes `facts` the whole of the kind `of_kind` selects (see [`FactSet::replace_all`]): a
+    /// fact of the kind not among them is retracted. Not for pods, nodes, NodePools or
+    /// EC2NodeClasses, which the actuator also keeps.
+    pub fn replace_facts(&mut self, of_kind: impl Fn(&Fact) -> bool, facts: Vec<Fact>) {
+        self.facts.replace_all(of_kind, facts);
+    }
+
     /// Retracts the fact under `key` (see [`Fact::describe`]).
     pub fn remove_fact(&mut self, key: &str) {
         if let Some(pod) = key.strip_prefix("Pod ") {

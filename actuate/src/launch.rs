@@ -13,8 +13,11 @@ use crate::registration::{node_for_instance, nodeclaim_labels, nodeclaim_taints,
 use dovetail_dataflow::backend::{
     Cloud, Cluster, FleetRequest, Instance, LaunchError, NodeClaim, OfferingKey,
 };
+use dovetail_dataflow::catalog::reserved_offerings;
 use dovetail_dataflow::decisions::{Decision, Launch};
-use std::collections::BTreeSet;
+use dovetail_dataflow::model::labels::CAPACITY_TYPE_RESERVED;
+use dovetail_dataflow::model::{CapacityReservation, InstanceType};
+use std::collections::{BTreeMap, BTreeSet};
 
 impl Actuator {
     /// Executes the launches the engine added, except `held` ones (replacements, which their
@@ -139,9 +142,21 @@ impl Actuator {
     /// `None` when no offering is left.
     fn fleet_request(&self, launch: &Launch, created_ms: i64) -> Option<FleetRequest> {
         let unavailable = |k: &OfferingKey| self.unavailable.contains(k);
-        let overrides = fleet_overrides(launch, &self.instance_types, &unavailable);
-        let capacity_type = overrides.first()?.key.capacity_type.clone();
         let pool = self.nodepools.get(&launch.nodepool);
+        let reservations = pool
+            .and_then(|p| p.node_class.as_ref())
+            .and_then(|c| self.nodeclasses.get(c))
+            .map(|c| c.status.capacity_reservations.as_slice())
+            .unwrap_or_default();
+        let with_reserved;
+        let types = if reservations.is_empty() {
+            &self.instance_types
+        } else {
+            with_reserved = with_reservations(&self.instance_types, launch, reservations);
+            &with_reserved
+        };
+        let overrides = fleet_overrides(launch, types, &unavailable);
+        let capacity_type = overrides.first()?.key.capacity_type.clone();
         Some(FleetRequest {
             nodeclaim: launch.name.clone(),
             nodepool: launch.nodepool.clone(),
@@ -212,4 +227,32 @@ impl Actuator {
             }
         }
     }
+}
+
+/// The launch's instance types with the `reserved` offerings its EC2NodeClass's capacity
+/// reservations add (the region's instance types carry none: reservations are per node class).
+fn with_reservations(
+    instance_types: &BTreeMap<String, InstanceType>,
+    launch: &Launch,
+    reservations: &[CapacityReservation],
+) -> BTreeMap<String, InstanceType> {
+    launch
+        .instance_types
+        .iter()
+        .filter_map(|name| {
+            let mut it = instance_types.get(name)?.clone();
+            let zone_id = |zone: &str| {
+                it.offerings
+                    .iter()
+                    .find(|o| o.zone == zone)
+                    .map(|o| o.zone_id.clone())
+                    .unwrap_or_default()
+            };
+            let reserved = reserved_offerings(name, reservations, None, zone_id);
+            it.offerings
+                .retain(|o| o.capacity_type != CAPACITY_TYPE_RESERVED);
+            it.offerings.extend(reserved);
+            Some((name.clone(), it))
+        })
+        .collect()
 }

@@ -21,7 +21,8 @@ use dovetail_dataflow::backend::Instance;
 use dovetail_dataflow::model::labels::UNREGISTERED_TAINT;
 use dovetail_dataflow::model::labels::{is_restricted, is_well_known};
 use dovetail_dataflow::model::labels::{
-    CAPACITY_TYPE, HOSTNAME, NODECLASS_HASH, NODEPOOL, NODEPOOL_HASH, REGISTERED, ZONE, ZONE_ID,
+    CAPACITY_RESERVATION_ID, CAPACITY_RESERVATION_TYPE, CAPACITY_TYPE, HOSTNAME, NODECLASS_HASH,
+    NODEPOOL, NODEPOOL_HASH, REGISTERED, ZONE, ZONE_ID,
 };
 use dovetail_dataflow::model::{
     EC2NodeClass, InstanceType, LaunchedWith, Node, NodePool, Operator, Requirements, Taint,
@@ -121,6 +122,12 @@ pub fn node_for_instance(
         labels.insert(ZONE_ID.to_string(), instance.zone_id.clone());
     }
     labels.insert(CAPACITY_TYPE.to_string(), instance.capacity_type.clone());
+    if let Some(id) = &instance.capacity_reservation_id {
+        labels.insert(CAPACITY_RESERVATION_ID.to_string(), id.clone());
+    }
+    if let Some(t) = &instance.capacity_reservation_type {
+        labels.insert(CAPACITY_RESERVATION_TYPE.to_string(), t.clone());
+    }
     labels.insert(HOSTNAME.to_string(), name.clone());
     labels.insert(NODEPOOL.to_string(), nodepool.name.clone());
     labels.insert(REGISTERED.to_string(), "true".to_string());

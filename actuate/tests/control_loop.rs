@@ -77,6 +77,8 @@ impl ScriptedCloud {
                 interruption_warning_ms: None,
                 stopped_ms: None,
                 fleet_errors: tried,
+                capacity_reservation_id: None,
+                capacity_reservation_type: None,
             };
             self.by_token.insert(r.client_token.clone(), id.clone());
             self.instances.insert(id, instance.clone());

@@ -14,6 +14,7 @@ use aws_sdk_ec2::types::{
     TargetCapacitySpecificationRequest,
 };
 use dovetail_dataflow::backend::{FleetRequest, Instance, InstanceState, LaunchError, OfferingKey};
+use dovetail_dataflow::model::CapacityReservation;
 use std::collections::BTreeMap;
 
 const ACTION: &str = "CreateFleet";
@@ -36,11 +37,30 @@ pub const CAPACITY_ERROR_CODES: &[&str] = &[
 pub struct LaunchContext {
     /// The subnet to launch into in each zone.
     pub subnet_by_zone: BTreeMap<String, String>,
-    /// The launch template (name) for each `kubernetes.io/arch`.
+    /// The launch template (name) for each key of the status's `ami_by_arch`: an architecture
+    /// (`amd64`) or an accelerator variant of one (`amd64/nvidia`).
     pub template_by_arch: BTreeMap<String, String>,
     /// Tags every launched instance gets (the EC2NodeClass's `spec.tags` and this cluster's).
     pub tags: BTreeMap<String, String>,
+    /// The EC2NodeClass's capacity reservations, for `reserved` launches.
+    pub reservations: Vec<CapacityReservation>,
+    /// The launch template (name) of each reservation (by id).
+    pub template_by_reservation: BTreeMap<String, String>,
 }
+
+impl LaunchContext {
+    /// The reservation a `reserved` offering launches into: of those holding the type in the
+    /// zone, the one with most instances left (unknown counts last).
+    fn reservation_for(&self, instance_type: &str, zone: &str) -> Option<&CapacityReservation> {
+        self.reservations
+            .iter()
+            .filter(|r| r.instance_type == instance_type && r.zone == zone)
+            .filter(|r| r.available != Some(0))
+            .max_by_key(|r| (r.available.unwrap_or(0), std::cmp::Reverse(r.id.as_str())))
+    }
+}
+
+const CAPACITY_BLOCK: &str = "capacity-block";
 
 /// The parts of a CreateFleet request.
 #[derive(Debug, Clone)]
@@ -52,24 +72,58 @@ pub struct FleetCall {
     pub tags: Vec<TagSpecification>,
     /// Subnet → zone of the overrides sent, to read answers that name only the subnet.
     pub zone_of_subnet: BTreeMap<String, String>,
+    /// (instance type, zone) → the capacity reservation it was sent for (`reserved` launches).
+    pub reservation_of: BTreeMap<(String, String), CapacityReservation>,
 }
 
-/// Builds the call. Overrides whose zone has no subnet, or whose type has no architecture with
-/// a template, are left out; when none is left the launch cannot be made with this EC2NodeClass.
+impl FleetCall {
+    /// The launch templates the call names.
+    pub fn template_names(&self) -> Vec<String> {
+        self.configs
+            .iter()
+            .filter_map(|c| c.launch_template_specification()?.launch_template_name())
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+/// Builds the call. `ami_key_of` gives an instance type's key in `template_by_arch` (its
+/// architecture, or its accelerator variant). Overrides whose zone has no subnet, or whose type
+/// has no template, are left out; when none is left the launch cannot be made with this
+/// EC2NodeClass.
+///
+/// A `reserved` request launches into capacity reservations, one launch template per
+/// reservation (its target): each override goes to the reservation holding its type in its
+/// zone. Capacity blocks and ordinary reservations are bought differently (target capacity type
+/// `capacity-block` vs `on-demand`), so one call takes only the kind of its first override.
 pub fn fleet_call(
     request: &FleetRequest,
     context: &LaunchContext,
-    arch_of: impl Fn(&str) -> Option<String>,
+    ami_key_of: impl Fn(&str) -> Option<String>,
 ) -> Result<FleetCall, AwsError> {
+    let reserved = request.capacity_type == "reserved";
+    let mut blocks: Option<bool> = None;
+    let mut reservation_of = BTreeMap::new();
     let mut by_template: BTreeMap<&str, Vec<FleetLaunchTemplateOverridesRequest>> = BTreeMap::new();
     let mut zone_of_subnet = BTreeMap::new();
     for (priority, o) in request.overrides.iter().enumerate() {
         let Some(subnet) = context.subnet_by_zone.get(&o.key.zone) else {
             continue;
         };
-        let Some(template) =
-            arch_of(&o.key.instance_type).and_then(|a| context.template_by_arch.get(&a))
-        else {
+        let template = if reserved {
+            let Some(r) = context.reservation_for(&o.key.instance_type, &o.key.zone) else {
+                continue;
+            };
+            let block = r.reservation_type == CAPACITY_BLOCK;
+            if *blocks.get_or_insert(block) != block {
+                continue;
+            }
+            reservation_of.insert((o.key.instance_type.clone(), o.key.zone.clone()), r.clone());
+            context.template_by_reservation.get(&r.id)
+        } else {
+            ami_key_of(&o.key.instance_type).and_then(|a| context.template_by_arch.get(&a))
+        };
+        let Some(template) = template else {
             continue;
         };
         zone_of_subnet.insert(subnet.clone(), o.key.zone.clone());
@@ -85,7 +139,12 @@ pub fn fleet_call(
     if by_template.is_empty() {
         return Err(AwsError::NodeClass {
             name: request.node_class.clone().unwrap_or_default(),
-            field: "status.subnets / status.amis".to_string(),
+            field: if reserved {
+                "status.subnets / status.amis / status.capacityReservations"
+            } else {
+                "status.subnets / status.amis"
+            }
+            .to_string(),
             reason: format!(
                 "no subnet or AMI for any of the {} offerings of NodeClaim {}",
                 request.overrides.len(),
@@ -112,6 +171,8 @@ pub fn fleet_call(
         .total_target_capacity(1)
         .default_target_capacity_type(if spot {
             DefaultTargetCapacityType::Spot
+        } else if blocks == Some(true) {
+            DefaultTargetCapacityType::CapacityBlock
         } else {
             DefaultTargetCapacityType::OnDemand
         })
@@ -158,6 +219,7 @@ pub fn fleet_call(
         }),
         tags: tag_specs,
         zone_of_subnet,
+        reservation_of,
     })
 }
 
@@ -248,10 +310,16 @@ pub fn read_answer(
         })?;
     let capacity_type = match fleet_instance.lifecycle().map(|l| l.as_str()) {
         Some("spot") => "spot",
+        // EC2 says on-demand of an instance in a reservation.
+        _ if request.capacity_type == "reserved" => "reserved",
         Some(_) => "on-demand",
         None => request.capacity_type.as_str(),
     }
     .to_string();
+    let reservation = call
+        .reservation_of
+        .get(&(instance_type.clone(), zone.clone()))
+        .filter(|_| capacity_type == "reserved");
     let key = OfferingKey::new(instance_type.clone(), zone.clone(), capacity_type.clone());
     let requested = request
         .overrides
@@ -283,5 +351,7 @@ pub fn read_answer(
         interruption_warning_ms: None,
         stopped_ms: None,
         fleet_errors: capacity_errors,
+        capacity_reservation_id: reservation.map(|r| r.id.clone()),
+        capacity_reservation_type: reservation.map(|r| r.reservation_type.clone()),
     }))
 }

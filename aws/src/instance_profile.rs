@@ -1,10 +1,14 @@
 //! The instance profile an EC2NodeClass's instances launch with: `spec.instanceProfile` as
 //! given, or one dovetail makes for `spec.role` (as Karpenter does): named after the cluster and
-//! the EC2NodeClass, tagged as this cluster's, with the role added.
+//! the EC2NodeClass, under this cluster's IAM path (`/dovetail/CLUSTER/`), tagged as this
+//! cluster's, with the role added. Profiles made so that no EC2NodeClass uses any more, and no
+//! instance of the cluster runs with, are deleted ([`delete_unused`]), as Karpenter's
+//! instance-profile garbage collection does.
 
 use crate::calls::Calls;
 use crate::error::{from_sdk, AwsError};
 use dovetail_dataflow::stable_hash::stable_hash;
+use std::collections::BTreeSet;
 
 /// What the EC2NodeClass asks for.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -42,13 +46,19 @@ impl ProfileSource {
     }
 }
 
-/// Makes sure the profile exists and holds the role (for `Role`); returns its name.
+/// The IAM path of the profiles made for this cluster: what [`delete_unused`] lists.
+pub fn path(cluster: &str) -> String {
+    format!("/dovetail/{cluster}/")
+}
+
+/// Makes sure the profile exists and holds the role (for `Role`), made under `path`; returns
+/// its name.
 pub async fn ensure(
     iam: &aws_sdk_iam::Client,
     calls: &Calls,
     source: &ProfileSource,
     name: &str,
-    cluster_tag: &str,
+    (cluster_tag, path): (&str, &str),
     node_class: &str,
 ) -> Result<String, AwsError> {
     let ProfileSource::Role(role) = source else {
@@ -105,6 +115,7 @@ pub async fn ensure(
                 .run(CREATE, || async {
                     iam.create_instance_profile()
                         .instance_profile_name(name)
+                        .path(path)
                         .set_tags(Some(tags.clone()))
                         .send()
                         .await
@@ -138,4 +149,121 @@ pub async fn ensure(
             })?;
     }
     Ok(name.to_string())
+}
+
+/// Deletes the profiles under `path` that `in_use` (the names the EC2NodeClasses launch with)
+/// does not hold and no live instance of the cluster (tagged `cluster_tag`) runs with: the
+/// roles are taken out, then the profile deleted. Returns the names deleted.
+pub async fn delete_unused(
+    iam: &aws_sdk_iam::Client,
+    ec2: &aws_sdk_ec2::Client,
+    calls: &Calls,
+    (cluster_tag, path): (&str, &str),
+    in_use: &BTreeSet<String>,
+) -> Result<Vec<String>, AwsError> {
+    const LIST: &str = "ListInstanceProfiles";
+    let pages = calls
+        .pages(
+            LIST,
+            usize::MAX,
+            |marker| async move {
+                iam.list_instance_profiles()
+                    .path_prefix(path)
+                    .set_marker(marker)
+                    .send()
+                    .await
+                    .map_err(|e| from_sdk(LIST, e))
+            },
+            |p| p.marker().filter(|_| p.is_truncated()),
+        )
+        .await?;
+    let unused: Vec<(String, Vec<String>)> = pages
+        .iter()
+        .flat_map(|p| p.instance_profiles())
+        .filter(|p| !in_use.contains(p.instance_profile_name()))
+        .map(|p| {
+            (
+                p.instance_profile_name().to_string(),
+                p.roles()
+                    .iter()
+                    .map(|r| r.role_name().to_string())
+                    .collect(),
+            )
+        })
+        .collect();
+    if unused.is_empty() {
+        return Ok(Vec::new());
+    }
+    // Profiles still attached to a live instance stay (its credentials come from them).
+    const DESCRIBE: &str = "DescribeInstances";
+    let filters = vec![
+        aws_sdk_ec2::types::Filter::builder()
+            .name("tag-key")
+            .values(cluster_tag)
+            .build(),
+        aws_sdk_ec2::types::Filter::builder()
+            .name("instance-state-name")
+            .set_values(Some(
+                ["pending", "running", "stopping", "stopped", "shutting-down"]
+                    .map(String::from)
+                    .to_vec(),
+            ))
+            .build(),
+    ];
+    let filters = &filters;
+    let listed = calls
+        .pages(
+            DESCRIBE,
+            usize::MAX,
+            |token| async move {
+                ec2.describe_instances()
+                    .set_filters(Some(filters.clone()))
+                    .max_results(1000)
+                    .set_next_token(token)
+                    .send()
+                    .await
+                    .map_err(|e| from_sdk(DESCRIBE, e))
+            },
+            |p| p.next_token(),
+        )
+        .await?;
+    let attached: BTreeSet<String> = listed
+        .iter()
+        .flat_map(|p| p.reservations())
+        .flat_map(|r| r.instances())
+        .filter_map(|i| i.iam_instance_profile()?.arn())
+        .filter_map(|arn| arn.rsplit('/').next())
+        .map(str::to_string)
+        .collect();
+    let mut deleted = Vec::new();
+    for (name, roles) in unused {
+        if attached.contains(&name) {
+            continue;
+        }
+        for role in &roles {
+            const REMOVE: &str = "RemoveRoleFromInstanceProfile";
+            calls
+                .run(REMOVE, || async {
+                    iam.remove_role_from_instance_profile()
+                        .instance_profile_name(&name)
+                        .role_name(role)
+                        .send()
+                        .await
+                        .map_err(|e| from_sdk(REMOVE, e))
+                })
+                .await?;
+        }
+        const DELETE: &str = "DeleteInstanceProfile";
+        calls
+            .run(DELETE, || async {
+                iam.delete_instance_profile()
+                    .instance_profile_name(&name)
+                    .send()
+                    .await
+                    .map_err(|e| from_sdk(DELETE, e))
+            })
+            .await?;
+        deleted.push(name);
+    }
+    Ok(deleted)
 }

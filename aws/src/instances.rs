@@ -90,7 +90,8 @@ pub async fn describe_cluster_instances(
                             "missing",
                         )
                     })?;
-                let capacity_type = match i.instance_lifecycle().map(|l| l.as_str()) {
+                let lifecycle = i.instance_lifecycle().map(|l| l.as_str());
+                let capacity_type = match lifecycle {
                     Some("spot") => "spot",
                     _ if i.capacity_reservation_id().is_some() => "reserved",
                     _ => "on-demand",
@@ -123,6 +124,14 @@ pub async fn describe_cluster_instances(
                     interruption_warning_ms: None,
                     stopped_ms: None,
                     fleet_errors: Vec::new(),
+                    capacity_reservation_id: i.capacity_reservation_id().map(str::to_string),
+                    capacity_reservation_type: i.capacity_reservation_id().map(|_| {
+                        if lifecycle == Some("capacity-block") {
+                            "capacity-block".to_string()
+                        } else {
+                            "default".to_string()
+                        }
+                    }),
                 });
             }
         }

@@ -1,14 +1,16 @@
 //! Launch templates, one per distinct (EC2NodeClass, AMI, user data, security groups, metadata
-//! options, block devices): the name is a hash of what goes into it, so an unchanged template is
+//! options, block devices, capacity reservation): the name is a hash of what goes into it, so an unchanged template is
 //! reused across restarts and a change makes a new one. Created on demand (a template that exists
 //! already is found by name), tagged as this cluster's.
 
 use crate::calls::Calls;
 use crate::error::{from_sdk, AwsError};
 use aws_sdk_ec2::types::{
+    CapacityReservationTarget, LaunchTemplateCapacityReservationSpecificationRequest,
     LaunchTemplateHttpTokensState, LaunchTemplateIamInstanceProfileSpecificationRequest,
-    LaunchTemplateInstanceMetadataEndpointState, LaunchTemplateInstanceMetadataOptionsRequest,
-    RequestLaunchTemplateData, ResourceType, Tag, TagSpecification,
+    LaunchTemplateInstanceMarketOptionsRequest, LaunchTemplateInstanceMetadataEndpointState,
+    LaunchTemplateInstanceMetadataOptionsRequest, MarketType, RequestLaunchTemplateData,
+    ResourceType, Tag, TagSpecification,
 };
 use base64::Engine as _;
 use dovetail_dataflow::stable_hash::stable_hash;
@@ -30,6 +32,10 @@ pub struct TemplateSpec {
     pub instance_profile: Option<String>,
     /// Tags of the template itself (the cluster's, the EC2NodeClass's).
     pub tags: BTreeMap<String, String>,
+    /// The capacity reservation instances launch into (`CapacityReservationTarget`), and
+    /// whether it is a capacity block (market type `capacity-block`), as Karpenter makes one
+    /// template per reservation.
+    pub capacity_reservation: Option<(String, bool)>,
 }
 
 impl TemplateSpec {
@@ -41,11 +47,14 @@ impl TemplateSpec {
 
 /// The tag a template carries naming its AMI, so one whose AMI is no longer resolved is found.
 pub const IMAGE_ID_TAG: &str = "dovetail/image-id";
+/// The tag a reservation's template carries naming it, so one whose reservation is no longer
+/// selected is found.
+pub const RESERVATION_TAG: &str = "dovetail/capacity-reservation-id";
 const NODECLASS_TAG: &str = "karpenter.k8s.aws/ec2nodeclass";
 
 /// Deletes this cluster's launch templates no launch would use again: their EC2NodeClass is
-/// gone, or its resolved AMIs (`in_use`: EC2NodeClass → AMI ids) no longer include theirs.
-/// Returns the names deleted.
+/// gone, or what it resolves (`in_use`: EC2NodeClass → AMI ids and capacity reservation ids) no
+/// longer includes their AMI or their reservation. Returns the names deleted.
 pub async fn delete_unused(
     ec2: &aws_sdk_ec2::Client,
     calls: &Calls,
@@ -85,9 +94,9 @@ pub async fn delete_unused(
                 .and_then(|x| x.value())
         };
         let used = match (tag(NODECLASS_TAG), tag(IMAGE_ID_TAG)) {
-            (Some(class), Some(image)) => {
-                in_use.get(class).is_some_and(|amis| amis.contains(image))
-            }
+            (Some(class), Some(image)) => in_use.get(class).is_some_and(|ids| {
+                ids.contains(image) && tag(RESERVATION_TAG).is_none_or(|r| ids.contains(r))
+            }),
             // Not one dovetail made with these tags: left alone.
             _ => true,
         };
@@ -165,6 +174,27 @@ pub async fn ensure(
                 })
                 .http_put_response_hop_limit(spec.http_put_response_hop_limit)
                 .build(),
+        )
+        .set_capacity_reservation_specification(spec.capacity_reservation.as_ref().map(
+            |(id, _)| {
+                LaunchTemplateCapacityReservationSpecificationRequest::builder()
+                    .capacity_reservation_target(
+                        CapacityReservationTarget::builder()
+                            .capacity_reservation_id(id)
+                            .build(),
+                    )
+                    .build()
+            },
+        ))
+        .set_instance_market_options(
+            spec.capacity_reservation
+                .as_ref()
+                .filter(|(_, block)| *block)
+                .map(|_| {
+                    LaunchTemplateInstanceMarketOptionsRequest::builder()
+                        .market_type(MarketType::CapacityBlock)
+                        .build()
+                }),
         )
         .build();
     let created = calls

@@ -4,15 +4,16 @@
 //! (DescribeSecurityGroups), AMIs by `id` / `name` / `owner` / `tags` (DescribeImages; the newest
 //! per architecture). Terms are ORed, the fields of one term ANDed; a tag value `*` matches any
 //! value. An `alias` (`al2023@latest`) is read from the SSM public parameters for the cluster's
-//! Kubernetes version, one per architecture ([`crate::ami_alias`]); an `ssmParameter` term from
+//! Kubernetes version, one per architecture and accelerator variant ([`crate::ami_alias`]); an `ssmParameter` term from
 //! the parameter it names; either way DescribeImages then gives each image's architecture.
+//! Capacity reservations by `id` / `ownerID` / `tags` (DescribeCapacityReservations).
 
 use crate::ami_alias::alias_parameters;
 use crate::calls::Calls;
 use crate::error::{from_sdk, AwsError};
 use crate::sdk::Clients;
 use aws_sdk_ec2::types::Filter;
-use dovetail_dataflow::model::NodeClassStatus;
+use dovetail_dataflow::model::{CapacityReservation, NodeClassStatus};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -93,6 +94,13 @@ fn terms(
                             .values(name)
                             .build(),
                     );
+                }
+                "ownerID" if field == "capacityReservationSelectorTerms" => {
+                    let owner = v
+                        .as_str()
+                        .ok_or_else(|| error(i, "ownerID", "must be a string".into()))?;
+                    term.filters
+                        .push(Filter::builder().name("owner-id").values(owner).build());
                 }
                 "owner" if field == "amiSelectorTerms" => {
                     term.owner = Some(
@@ -201,8 +209,10 @@ pub async fn resolve(
         }
     }
 
-    // AMIs: the newest per architecture.
-    let mut newest: BTreeMap<&'static str, (String, String)> = BTreeMap::new();
+    // AMIs: the newest per architecture (and per variant, for an alias's accelerated images).
+    let mut newest: BTreeMap<String, (String, String)> = BTreeMap::new();
+    // An alias's images fill the key of the parameter they came from.
+    let mut keys_of_image: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (i, term) in terms(class, spec, "amiSelectorTerms", Some("name"))?
         .into_iter()
         .enumerate()
@@ -220,13 +230,22 @@ pub async fn resolve(
                 )
             })?;
             let mut ids = Vec::new();
-            for (_, name) in
+            for (key, name) in
                 alias_parameters(alias, version).map_err(|r| field_error("alias", r))?
             {
-                if let Some(id) = ssm_parameter(clients, calls, &name).await? {
-                    ids.push(id);
+                match ssm_parameter(clients, calls, &name).await? {
+                    Some(id) => {
+                        keys_of_image.entry(id.clone()).or_default().push(key);
+                        ids.push(id);
+                    }
+                    None if key.contains('/') => {
+                        status.ami_variants_missing.insert(key);
+                    }
+                    None => {}
                 }
             }
+            ids.sort();
+            ids.dedup();
             if ids.is_empty() {
                 return Err(field_error(
                     "alias",
@@ -268,18 +287,25 @@ pub async fn resolve(
             };
             let created = image.creation_date().unwrap_or_default().to_string();
             status.ami_ids.insert(id.to_string());
-            let e = newest
-                .entry(arch)
-                .or_insert((created.clone(), id.to_string()));
-            if created > e.0 {
-                *e = (created, id.to_string());
+            let keys = keys_of_image
+                .get(id)
+                .cloned()
+                .unwrap_or_else(|| vec![arch.to_string()]);
+            for key in keys {
+                let e = newest
+                    .entry(key)
+                    .or_insert((created.clone(), id.to_string()));
+                if created > e.0 {
+                    *e = (created.clone(), id.to_string());
+                }
             }
         }
     }
-    status.ami_by_arch = newest
-        .into_iter()
-        .map(|(arch, (_, id))| (arch.to_string(), id))
-        .collect();
+    status.ami_by_arch = newest.into_iter().map(|(key, (_, id))| (key, id)).collect();
+    status
+        .ami_variants_missing
+        .retain(|k| !status.ami_by_arch.contains_key(k));
+    status.capacity_reservations = capacity_reservations(clients, calls, class, spec).await?;
     if status.subnet_by_zone.is_empty() {
         return Err(AwsError::NodeClass {
             name: class.to_string(),
@@ -287,7 +313,7 @@ pub async fn resolve(
             reason: "selects no subnet".into(),
         });
     }
-    if status.ami_by_arch.is_empty() {
+    if !status.ami_by_arch.keys().any(|k| !k.contains('/')) {
         return Err(AwsError::NodeClass {
             name: class.to_string(),
             field: "spec.amiSelectorTerms".into(),
@@ -295,6 +321,73 @@ pub async fn resolve(
         });
     }
     Ok(status)
+}
+
+/// `capacityReservationSelectorTerms` by `id`, `ownerID` and `tags` (DescribeCapacityReservations):
+/// the active reservations, each with the instances it can still take, sorted by id. Karpenter
+/// does not use open matching: a reservation is used only when a term selects it.
+async fn capacity_reservations(
+    clients: &Clients,
+    calls: &Calls,
+    class: &str,
+    spec: &Value,
+) -> Result<Vec<CapacityReservation>, AwsError> {
+    const ACTION: &str = "DescribeCapacityReservations";
+    let mut found: BTreeMap<String, CapacityReservation> = BTreeMap::new();
+    for term in terms(class, spec, "capacityReservationSelectorTerms", None)? {
+        let term = &term;
+        let pages = calls
+            .pages(
+                ACTION,
+                usize::MAX,
+                |token| async move {
+                    clients
+                        .ec2
+                        .describe_capacity_reservations()
+                        .set_capacity_reservation_ids(term.id.clone().map(|i| vec![i]))
+                        .set_filters(Some(term.filters.clone()).filter(|f| !f.is_empty()))
+                        .set_next_token(token)
+                        .send()
+                        .await
+                        .map_err(|e| from_sdk(ACTION, e))
+                },
+                |p| p.next_token(),
+            )
+            .await?;
+        for r in pages.iter().flat_map(|p| p.capacity_reservations()) {
+            let Some(id) = r.capacity_reservation_id() else {
+                continue;
+            };
+            if r.state().map(|s| s.as_str()) != Some("active") {
+                continue;
+            }
+            let object = format!("capacity reservation {id}");
+            let (Some(instance_type), Some(zone)) = (r.instance_type(), r.availability_zone())
+            else {
+                return Err(AwsError::response(
+                    ACTION,
+                    object,
+                    "InstanceType/AvailabilityZone",
+                    "missing",
+                ));
+            };
+            found.insert(
+                id.to_string(),
+                CapacityReservation {
+                    id: id.to_string(),
+                    instance_type: instance_type.to_string(),
+                    zone: zone.to_string(),
+                    reservation_type: r
+                        .reservation_type()
+                        .map(|t| t.as_str().to_string())
+                        .unwrap_or_else(|| "default".to_string()),
+                    available: r.available_instance_count().map(i64::from),
+                    end_ms: r.end_date().and_then(|d| d.to_millis().ok()),
+                },
+            );
+        }
+    }
+    Ok(found.into_values().collect())
 }
 
 /// The value of an SSM parameter (an AMI id), `None` when it does not exist.

@@ -116,6 +116,32 @@ impl Peer {
         );
     }
 
+    /// Capacity reservations the peer serves (DescribeCapacityReservations) and honours in
+    /// CreateFleet, each a JSON object: `id`, `instance_type`, `zone`, `total`, `available`,
+    /// `reservation_type` (`default` / `capacity-block`), `state`, optional `end_time`, `tags`.
+    pub fn set_capacity_reservations(&self, reservations: &[serde_json::Value]) {
+        self.control(
+            "POST",
+            "/_peer/capacity-reservations",
+            &serde_json::json!({ "reservations": reservations }).to_string(),
+        );
+    }
+
+    /// Spot prices DescribeSpotPriceHistory answers with, as (type, zone, price).
+    pub fn set_spot_prices(&self, prices: &[(&str, &str, f64)]) {
+        let list: Vec<serde_json::Value> = prices
+            .iter()
+            .map(|(t, z, p)| {
+                serde_json::json!({"instance_type": t, "zone": z, "price": format!("{p}")})
+            })
+            .collect();
+        self.control(
+            "POST",
+            "/_peer/spot-prices",
+            &serde_json::json!({ "prices": list }).to_string(),
+        );
+    }
+
     /// The next `count` calls of `action` answer 503 RequestLimitExceeded.
     pub fn throttle(&self, action: &str, count: u32) {
         self.control(

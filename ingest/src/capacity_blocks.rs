@@ -12,7 +12,7 @@ use dovetail_dataflow::model::Node;
 use std::collections::BTreeMap;
 
 /// The label Karpenter puts on a NodeClaim (and its Node) launched into a capacity reservation.
-pub const RESERVATION_ID_LABEL: &str = "karpenter.k8s.aws/capacity-reservation-id";
+pub use dovetail_dataflow::model::labels::CAPACITY_RESERVATION_ID as RESERVATION_ID_LABEL;
 
 /// A capacity block and when it ends (ms since the epoch).
 #[derive(Debug, Clone, PartialEq, Eq)]

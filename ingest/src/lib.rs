@@ -89,6 +89,24 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<Manifests, ManifestError> {
     loader::assemble(&docs)
 }
 
+/// Reads objects already parsed as JSON values (what a watch delivers), each as one document of
+/// `source_name`, with the same readers and cross-object resolution as [`load_str`].
+pub fn load_values(
+    source_name: &str,
+    values: Vec<serde_json::Value>,
+) -> Result<Manifests, ManifestError> {
+    let docs: Vec<yaml::Document> = values
+        .into_iter()
+        .enumerate()
+        .map(|(i, value)| yaml::Document {
+            file: source_name.to_string(),
+            index: i + 1,
+            value,
+        })
+        .collect();
+    loader::assemble(&docs)
+}
+
 /// Loads manifests from a string. `source_name` names it in errors and notes; a name ending in
 /// `.json` selects JSON, anything else YAML.
 pub fn load_str(source_name: &str, text: &str) -> Result<Manifests, ManifestError> {

@@ -4,7 +4,10 @@
 use crate::error::FieldResult;
 use crate::fields::At;
 use crate::meta::meta;
-use dovetail_dataflow::model::{EC2NodeClass, KubeletConfig, Milli, NodeClassStatus, Threshold};
+use crate::time::parse_rfc3339_ms;
+use dovetail_dataflow::model::{
+    CapacityReservation, EC2NodeClass, KubeletConfig, Milli, NodeClassStatus, Threshold,
+};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 
@@ -149,6 +152,35 @@ fn status(root: &At) -> FieldResult<NodeClassStatus> {
             out.ami_by_arch.entry(arch).or_insert_with(|| id.clone());
         }
         out.ami_ids.insert(id);
+    }
+    for r in s.list("capacityReservations")? {
+        let end_ms = match r.get("endTime")? {
+            Some(end) => {
+                let text = end.as_string()?;
+                Some(
+                    parse_rfc3339_ms(&text)
+                        .ok_or_else(|| end.err(format!("{text:?} is not an RFC 3339 time")))?,
+                )
+            }
+            None => None,
+        };
+        // Without its type and zone a reservation offers nothing (a capacity block's end is
+        // still read, by the interruption reader).
+        let (Some(instance_type), Some(zone)) =
+            (r.str("instanceType")?, r.str("availabilityZone")?)
+        else {
+            continue;
+        };
+        out.capacity_reservations.push(CapacityReservation {
+            id: r.req_str("id")?,
+            instance_type,
+            zone,
+            reservation_type: r
+                .str("reservationType")?
+                .unwrap_or_else(|| "default".to_string()),
+            available: None,
+            end_ms,
+        });
     }
     Ok(out)
 }

@@ -336,3 +336,40 @@ fn capacity_block_nodes_are_interrupted_at_the_block_end() {
         "{e}"
     );
 }
+
+#[test]
+fn capacity_reservations_in_a_node_class_status_are_read_for_reserved_offerings() {
+    let with_types = CAPACITY_BLOCK
+        .replace(
+            "    - id: cr-block\n",
+            "    - id: cr-block\n      instanceType: p5.48xlarge\n      availabilityZone: us-east-1a\n",
+        )
+        .replace(
+            "    - id: cr-default\n",
+            "    - id: cr-default\n      instanceType: m5.large\n      availabilityZone: us-east-1b\n",
+        );
+    let m = load_str("blocks.yaml", &with_types).expect("loads");
+    let r = &m.nodeclasses[0].status.capacity_reservations;
+    assert_eq!(r.len(), 2, "{r:?}");
+    assert_eq!(
+        (
+            r[0].id.as_str(),
+            r[0].instance_type.as_str(),
+            r[0].zone.as_str()
+        ),
+        ("cr-block", "p5.48xlarge", "us-east-1a")
+    );
+    assert_eq!(r[0].reservation_type, "capacity-block");
+    assert_eq!(
+        r[0].end_ms,
+        dovetail_ingest::parse_rfc3339_ms("2026-12-01T12:00:00Z")
+    );
+    assert_eq!(r[1].reservation_type, "default");
+    assert_eq!(
+        r[1].available, None,
+        "a status does not say how many are left"
+    );
+    // Without type and zone (as in the manifest above) nothing is offered.
+    let m = load_str("blocks.yaml", CAPACITY_BLOCK).expect("loads");
+    assert!(m.nodeclasses[0].status.capacity_reservations.is_empty());
+}

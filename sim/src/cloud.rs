@@ -192,6 +192,8 @@ impl SimCloud {
             interruption_warning_ms: None,
             stopped_ms: None,
             fleet_errors: tried,
+            capacity_reservation_id: None,
+            capacity_reservation_type: None,
         };
         self.queue.schedule(running_ms, Step::Running(id.clone()));
         self.queue

@@ -139,6 +139,19 @@ impl<C: Cloud> World<C> {
         Ok(())
     }
 
+    /// A catalogue discovered again: the region's types (what launches are built from) and each
+    /// EC2NodeClass's instance-type facts follow it; types it no longer has are retracted.
+    pub(crate) fn set_catalog(&mut self, catalog: Arc<RegionCatalog>) -> Result<(), ReplayError> {
+        let fleet_types = catalog
+            .instance_types(&ResolveOptions::default())
+            .into_iter()
+            .map(|t| (t.name.clone(), t))
+            .collect();
+        self.control.actuator_mut().set_instance_types(fleet_types);
+        self.catalog = catalog;
+        self.refresh_instance_types()
+    }
+
     /// The instance types each EC2NodeClass resolves, with the cloud's current prices, as facts
     /// (capacity errors reach the engine as facts of their own).
     pub(crate) fn refresh_instance_types(&mut self) -> Result<(), ReplayError> {
@@ -164,9 +177,9 @@ impl<C: Cloud> World<C> {
                 });
             }
         }
-        for fact in types {
-            self.control.set_fact(fact);
-        }
+        // Types a class no longer resolves (its zones shrank, the catalogue lost them) go.
+        self.control
+            .replace_facts(|f| matches!(f, Fact::InstanceType { .. }), types);
         Ok(())
     }
 

@@ -62,6 +62,9 @@ pub struct RunArgs {
     /// How often EC2NodeClass selector terms are resolved again.
     #[arg(long = "nodeclass-refresh", default_value = "1m", value_parser = duration_ms)]
     pub nodeclass_refresh_ms: i64,
+    /// How often the catalogue (instance types, zones, spot prices) is discovered again.
+    #[arg(long = "catalog-refresh", default_value = "12h", value_parser = duration_ms)]
+    pub catalog_refresh_ms: i64,
     /// How often garbage collection runs.
     #[arg(long = "gc-interval", default_value = "10s", value_parser = duration_ms)]
     pub gc_interval_ms: i64,

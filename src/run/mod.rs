@@ -33,6 +33,7 @@ pub fn run(args: RunArgs) -> Result<RunSummary> {
     let w = &mut live.world;
     let mut last_gc = i64::MIN;
     let mut last_resolve = live.clock.now_ms();
+    let mut last_catalog = last_resolve;
     let mut last_progress = Instant::now();
     loop {
         let now = live.clock.now_ms();
@@ -62,6 +63,13 @@ pub fn run(args: RunArgs) -> Result<RunSummary> {
             if let Err(e) = w.cloud.delete_unused_launch_templates() {
                 tracing::warn!(error = %e, "deleting unused launch templates failed");
             }
+            if let Err(e) = w.cloud.delete_unused_instance_profiles() {
+                tracing::warn!(error = %e, "deleting unused instance profiles failed");
+            }
+        }
+        if now.saturating_sub(last_catalog) >= args.catalog_refresh_ms {
+            last_catalog = now;
+            setup::refresh_catalog(w, &runtime, &live.clients, &live.calls)?;
         }
         w.peak_nodes = w.peak_nodes.max(w.alive_nodes());
         if last_progress.elapsed() >= Duration::from_secs(5) {

@@ -1,25 +1,29 @@
 //! One launch: the launch templates of the request's EC2NodeClass (made if missing), then
 //! CreateFleet under the ClientToken, retried while it is throttled or fails transiently.
 
-use super::{Ec2Cloud, Shared};
+use super::{AmiKind, Ec2Cloud, Shared};
 use crate::client_token::client_token;
 use crate::error::AwsError;
 use crate::fleet::{fleet_call, read_answer, LaunchContext};
 use crate::instance_profile::{self, ProfileSource};
-use crate::launch_template::{ensure, TemplateSpec, IMAGE_ID_TAG};
+use crate::launch_template::{ensure, TemplateSpec, IMAGE_ID_TAG, RESERVATION_TAG};
 use crate::user_data::{user_data, AmiFamily, Bootstrap};
 use dovetail_dataflow::backend::{FleetRequest, Instance, LaunchError};
+use dovetail_dataflow::model::NodeClassStatus;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 /// What one launch needs to exist before its CreateFleet, and the call's context.
 pub(super) struct LaunchPlan {
-    /// One launch template per architecture the EC2NodeClass has an AMI for.
+    /// One launch template per architecture the EC2NodeClass has an AMI for (keyed by the
+    /// architecture), and one per capacity reservation (keyed by its id).
     templates: Vec<(String, TemplateSpec)>,
     context: LaunchContext,
     /// The instance profile and its name, when the EC2NodeClass names a role or a profile.
     profile: Option<(ProfileSource, String)>,
+    /// The EC2NodeClass's status: which AMI (template) each type boots.
+    status: NodeClassStatus,
     node_class: String,
 }
 
@@ -83,45 +87,62 @@ impl Ec2Cloud {
                 source.name(&settings.cluster_name, &self.shared.clients.region, &name);
             (source, profile_name)
         });
-        let templates = class
+        let template = |ami: &str, reservation: Option<(String, bool)>| TemplateSpec {
+            cluster_name: settings.cluster_name.clone(),
+            node_class: name.clone(),
+            image_id: ami.to_string(),
+            security_group_ids: class.status.security_group_ids.iter().cloned().collect(),
+            user_data: text.clone(),
+            http_tokens_required,
+            http_put_response_hop_limit: hop_limit,
+            instance_profile: profile.as_ref().map(|(_, n)| n.clone()),
+            tags: {
+                let mut t = tags.clone();
+                t.insert(IMAGE_ID_TAG.into(), ami.to_string());
+                if let Some((id, _)) = &reservation {
+                    t.insert(RESERVATION_TAG.into(), id.clone());
+                }
+                t
+            },
+            capacity_reservation: reservation,
+        };
+        // One template per architecture, and one per capacity reservation (its target), as
+        // Karpenter makes them.
+        let mut templates: Vec<(String, TemplateSpec)> = class
             .status
             .ami_by_arch
             .iter()
-            .map(|(arch, ami)| {
-                (
-                    arch.clone(),
-                    TemplateSpec {
-                        cluster_name: settings.cluster_name.clone(),
-                        node_class: name.clone(),
-                        image_id: ami.clone(),
-                        security_group_ids: class
-                            .status
-                            .security_group_ids
-                            .iter()
-                            .cloned()
-                            .collect(),
-                        user_data: text.clone(),
-                        http_tokens_required,
-                        http_put_response_hop_limit: hop_limit,
-                        instance_profile: profile.as_ref().map(|(_, n)| n.clone()),
-                        tags: {
-                            let mut t = tags.clone();
-                            t.insert(IMAGE_ID_TAG.into(), ami.clone());
-                            t
-                        },
-                    },
-                )
-            })
-            .collect::<Vec<_>>();
+            .map(|(arch, ami)| (arch.clone(), template(ami, None)))
+            .collect();
+        let mut template_by_reservation = BTreeMap::new();
+        for r in &class.status.capacity_reservations {
+            let Some(ami) = self
+                .arch_of_type
+                .get(&r.instance_type)
+                .and_then(|k| class.status.ami_for(&k.arch, k.variant))
+            else {
+                continue;
+            };
+            let spec = template(
+                ami,
+                Some((r.id.clone(), r.reservation_type == "capacity-block")),
+            );
+            template_by_reservation.insert(r.id.clone(), spec.name());
+            templates.push((r.id.clone(), spec));
+        }
         let context = LaunchContext {
             subnet_by_zone: class.status.subnet_by_zone.clone(),
             template_by_arch: templates
                 .iter()
+                .filter(|(key, _)| class.status.ami_by_arch.contains_key(key))
                 .map(|(arch, t)| (arch.clone(), t.name()))
                 .collect(),
             tags,
+            reservations: class.status.capacity_reservations.clone(),
+            template_by_reservation,
         };
         Ok(LaunchPlan {
+            status: class.status.clone(),
             templates,
             context,
             profile,
@@ -134,11 +155,12 @@ pub(super) async fn launch(
     shared: Arc<Shared>,
     request: FleetRequest,
     plan: LaunchPlan,
-    arch_of_type: Arc<BTreeMap<String, String>>,
+    arch_of_type: Arc<BTreeMap<String, AmiKind>>,
     now_ms: i64,
 ) -> Result<Instance, LaunchError> {
     let failed = |e: AwsError| LaunchError::Failed(e.to_string());
     let LaunchPlan {
+        status,
         templates,
         context,
         profile,
@@ -152,13 +174,14 @@ pub(super) async fn launch(
             .unwrap_or(false);
         if !known {
             let tag = shared.settings.cluster_tag_key();
+            let path = instance_profile::path(&shared.settings.cluster_name);
             retrying(|| {
                 instance_profile::ensure(
                     &shared.clients.iam,
                     &shared.calls,
                     source,
                     name,
-                    &tag,
+                    (&tag, &path),
                     &node_class,
                 )
             })
@@ -169,14 +192,18 @@ pub(super) async fn launch(
             }
         }
     }
-    // Only the templates of the architectures the overrides need.
-    let needed: BTreeSet<&String> = request
-        .overrides
-        .iter()
-        .filter_map(|o| arch_of_type.get(&o.key.instance_type))
-        .collect();
-    for (_, spec) in templates.iter().filter(|(arch, _)| needed.contains(arch)) {
+    let ami_key = |t: &str| {
+        let kind = arch_of_type.get(t)?;
+        status.ami_key(&kind.arch, kind.variant)
+    };
+    let call = fleet_call(&request, &context, ami_key).map_err(failed)?;
+    // Only the templates the call names.
+    let needed: BTreeSet<String> = call.template_names().into_iter().collect();
+    for (_, spec) in &templates {
         let name = spec.name();
+        if !needed.contains(&name) {
+            continue;
+        }
         let known = |shared: &Shared| {
             shared
                 .templates
@@ -194,7 +221,6 @@ pub(super) async fn launch(
             t.insert(name);
         }
     }
-    let call = fleet_call(&request, &context, |t| arch_of_type.get(t).cloned()).map_err(failed)?;
     let token = client_token(&request);
     const ACTION: &str = "CreateFleet";
     let output = retrying(|| {

@@ -26,6 +26,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// What decides the AMI of an instance type: its architecture and its accelerator variant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AmiKind {
+    pub arch: String,
+    pub variant: &'static str,
+}
+
 /// TerminateInstances takes this many ids per call.
 const TERMINATE_BATCH: usize = 500;
 
@@ -70,7 +77,8 @@ pub struct Ec2Cloud {
     events: Vec<CloudEvent>,
     describing: bool,
     last_describe_ms: Option<i64>,
-    arch_of_type: Arc<BTreeMap<String, String>>,
+    /// Each instance type's `kubernetes.io/arch` and AMI variant (`standard`, `nvidia`, `neuron`).
+    arch_of_type: Arc<BTreeMap<String, AmiKind>>,
     prices: Arc<BTreeMap<OfferingKey, Price>>,
     nodeclasses: BTreeMap<String, EC2NodeClass>,
     launches_in_flight: u64,
@@ -78,6 +86,33 @@ pub struct Ec2Cloud {
     /// Instances a listing lacked, since when: EC2's listings are eventually consistent, so one
     /// absence is not an end.
     missing_since: BTreeMap<String, i64>,
+}
+
+/// Each type's architecture and AMI variant, and each offering's price, from the catalogue.
+fn catalog_maps(
+    catalog: &RegionCatalog,
+) -> (BTreeMap<String, AmiKind>, BTreeMap<OfferingKey, Price>) {
+    let arch_of_type = catalog
+        .entries
+        .iter()
+        .filter_map(|e| {
+            Some((
+                e.name.clone(),
+                AmiKind {
+                    arch: e.kube_arch()?.to_string(),
+                    variant: e.ami_variant(),
+                },
+            ))
+        })
+        .collect();
+    let mut prices = BTreeMap::new();
+    for (name, t) in &catalog.offerings {
+        let spot_supported = catalog.entry(name).is_some_and(|e| e.spot_supported);
+        for o in t.offerings(spot_supported, None) {
+            prices.insert(OfferingKey::new(name, &o.zone, &o.capacity_type), o.price);
+        }
+    }
+    (arch_of_type, prices)
 }
 
 fn wall_ms() -> i64 {
@@ -99,18 +134,7 @@ impl Ec2Cloud {
         calls: Arc<Calls>,
     ) -> Result<Ec2Cloud, AwsError> {
         let (sender, completions) = crossbeam_channel::unbounded();
-        let arch_of_type = catalog
-            .entries
-            .iter()
-            .filter_map(|e| Some((e.name.clone(), e.kube_arch()?.to_string())))
-            .collect();
-        let mut prices = BTreeMap::new();
-        for (name, t) in &catalog.offerings {
-            let spot_supported = catalog.entry(name).is_some_and(|e| e.spot_supported);
-            for o in t.offerings(spot_supported, None) {
-                prices.insert(OfferingKey::new(name, &o.zone, &o.capacity_type), o.price);
-            }
-        }
+        let (arch_of_type, prices) = catalog_maps(catalog);
         let mut cloud = Ec2Cloud {
             runtime,
             shared: Arc::new(Shared {
@@ -145,10 +169,24 @@ impl Ec2Cloud {
         Ok(cloud)
     }
 
+    /// A catalogue discovered again (Karpenter: every 12 h): the types' architectures and the
+    /// prices instances are recorded at come from it from now on.
+    pub fn set_catalog(&mut self, catalog: &RegionCatalog) {
+        let (arch_of_type, prices) = catalog_maps(catalog);
+        self.arch_of_type = Arc::new(arch_of_type);
+        self.prices = Arc::new(prices);
+    }
+
     /// The EC2NodeClass launches are made with (its status resolved: subnets per zone, AMIs
     /// per architecture, security groups).
     pub fn set_nodeclass(&mut self, class: EC2NodeClass) {
         self.nodeclasses.insert(class.name.clone(), class);
+    }
+
+    /// An EC2NodeClass deleted: nothing launches with it any more, and its launch templates
+    /// and instance profile become unused.
+    pub fn remove_nodeclass(&mut self, name: &str) {
+        self.nodeclasses.remove(name);
     }
 
     /// Calls made so far, by action and result code.
@@ -263,13 +301,17 @@ impl Ec2Cloud {
     }
 
     /// Deletes this cluster's launch templates whose EC2NodeClass is gone or no longer resolves
-    /// their AMI, and waits for it (a few calls; `run` does it when it resolves selector terms
+    /// their AMI or capacity reservation, and waits for it (a few calls; `run` does it when it resolves selector terms
     /// again). Returns the names deleted.
     pub fn delete_unused_launch_templates(&mut self) -> Result<Vec<String>, AwsError> {
         let in_use: BTreeMap<String, BTreeSet<String>> = self
             .nodeclasses
             .values()
-            .map(|c| (c.name.clone(), c.status.ami_ids.clone()))
+            .map(|c| {
+                let mut ids = c.status.ami_ids.clone();
+                ids.extend(c.status.capacity_reservations.iter().map(|r| r.id.clone()));
+                (c.name.clone(), ids)
+            })
             .collect();
         let tag = self.shared.settings.cluster_tag_key();
         let deleted = self
@@ -281,6 +323,40 @@ impl Ec2Cloud {
                 &in_use,
             ))?;
         if let Ok(mut known) = self.shared.templates.lock() {
+            for name in &deleted {
+                known.remove(name);
+            }
+        }
+        Ok(deleted)
+    }
+
+    /// Deletes the instance profiles made for this cluster that no EC2NodeClass launches with
+    /// any more and no live instance runs with, and waits for it (`run` does it when it resolves
+    /// selector terms again). Returns the names deleted.
+    pub fn delete_unused_instance_profiles(&mut self) -> Result<Vec<String>, AwsError> {
+        let settings = &self.shared.settings;
+        let region = &self.shared.clients.region;
+        let in_use: BTreeSet<String> = self
+            .nodeclasses
+            .values()
+            .filter_map(|c| {
+                let spec: serde_json::Value = serde_json::from_str(&c.spec_json).ok()?;
+                let source = crate::instance_profile::ProfileSource::from_spec(&spec)?;
+                Some(source.name(&settings.cluster_name, region, &c.name))
+            })
+            .collect();
+        let tag = settings.cluster_tag_key();
+        let path = crate::instance_profile::path(&settings.cluster_name);
+        let deleted = self
+            .runtime
+            .block_on(crate::instance_profile::delete_unused(
+                &self.shared.clients.iam,
+                &self.shared.clients.ec2,
+                &self.shared.calls,
+                (&tag, &path),
+                &in_use,
+            ))?;
+        if let Ok(mut known) = self.shared.profiles.lock() {
             for name in &deleted {
                 known.remove(name);
             }

@@ -8,7 +8,7 @@ mod instance_types;
 mod spot_prices;
 
 pub use instance_types::entry;
-pub use spot_prices::spot_savings;
+pub use spot_prices::{spot_prices, SpotPrices};
 
 use crate::calls::Calls;
 use crate::error::{from_sdk, AwsError};
@@ -77,11 +77,11 @@ pub async fn discover_catalog(
             "{unpriced} instance types sold in {region} have no bundled on-demand price and are not offered"
         ));
     }
-    match spot_savings(ec2, calls, &offerings).await? {
-        Ok(savings) => {
-            for (name, pct) in savings {
+    match spot_prices(ec2, calls).await? {
+        Ok(prices) => {
+            for (name, by_zone) in prices {
                 if let Some(t) = offerings.get_mut(&name) {
-                    t.spot_savings_pct = Some(pct);
+                    t.spot_by_zone = by_zone;
                 }
             }
         }

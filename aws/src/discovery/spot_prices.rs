@@ -1,22 +1,23 @@
-//! Spot prices from DescribeSpotPriceHistory (Linux/UNIX, the latest per type and zone), as a
-//! saving over on-demand per type: the catalogue keeps one spot estimate per type, so the zones'
-//! prices are averaged. An answer where every price is the same (moto's placeholder) or that is
-//! empty is not a price list: the caller keeps the bundled spot advisor estimate and says so.
+//! Spot prices from DescribeSpotPriceHistory (Linux/UNIX, the latest per type and zone): each
+//! zone's own price, as Karpenter prices spot offerings per zone. An answer where every price is
+//! the same (moto's placeholder) or that is empty is not a price list: the caller keeps the
+//! bundled spot advisor estimate and says so.
 
 use crate::calls::Calls;
 use crate::error::{from_sdk, AwsError};
 use aws_sdk_ec2::types::Filter;
-use dovetail_dataflow::catalog::TypeOfferings;
 use std::collections::{BTreeMap, BTreeSet};
+
+/// Instance type → zone → hourly spot price.
+pub type SpotPrices = BTreeMap<String, BTreeMap<String, f64>>;
 
 const ACTION: &str = "DescribeSpotPriceHistory";
 
-/// Savings in percent by type, or why the answer is not usable.
-pub async fn spot_savings(
+/// Spot prices by type and zone, or why the answer is not usable.
+pub async fn spot_prices(
     ec2: &aws_sdk_ec2::Client,
     calls: &Calls,
-    offerings: &BTreeMap<String, TypeOfferings>,
-) -> Result<Result<BTreeMap<String, f64>, String>, AwsError> {
+) -> Result<Result<SpotPrices, String>, AwsError> {
     let now = aws_sdk_ec2::primitives::DateTime::from(std::time::SystemTime::now());
     let pages = calls
         .pages(
@@ -40,16 +41,43 @@ pub async fn spot_savings(
             |p| p.next_token(),
         )
         .await?;
-    let mut prices: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    // Per (type, zone) the price with the latest timestamp is the current one.
+    let mut latest: BTreeMap<(String, String), (i64, f64)> = BTreeMap::new();
     for p in pages.iter().flat_map(|p| p.spot_price_history()) {
-        let (Some(t), Some(price)) = (p.instance_type(), p.spot_price()) else {
+        let (Some(t), Some(zone), Some(price)) =
+            (p.instance_type(), p.availability_zone(), p.spot_price())
+        else {
             continue;
         };
-        if let Ok(v) = price.parse::<f64>() {
-            prices.entry(t.as_str().to_string()).or_default().push(v);
+        let Ok(v) = price.parse::<f64>() else {
+            tracing::warn!(
+                instance_type = t.as_str(),
+                zone,
+                price,
+                "unreadable spot price skipped"
+            );
+            continue;
+        };
+        if !v.is_finite() || v < 0.0 {
+            continue;
+        }
+        let at = p.timestamp().and_then(|t| t.to_millis().ok()).unwrap_or(0);
+        let e = latest
+            .entry((t.as_str().to_string(), zone.to_string()))
+            .or_insert((at, v));
+        if at > e.0 {
+            *e = (at, v);
         }
     }
-    let distinct: BTreeSet<u64> = prices.values().flatten().map(|p| p.to_bits()).collect();
+    let mut prices: SpotPrices = BTreeMap::new();
+    for ((t, zone), (_, v)) in latest {
+        prices.entry(t).or_default().insert(zone, v);
+    }
+    let distinct: BTreeSet<u64> = prices
+        .values()
+        .flat_map(|z| z.values())
+        .map(|p| p.to_bits())
+        .collect();
     if prices.is_empty() {
         return Ok(Err(
             "DescribeSpotPriceHistory returned no prices".to_string()
@@ -61,16 +89,5 @@ pub async fn spot_savings(
                 .to_string(),
         ));
     }
-    let mut savings = BTreeMap::new();
-    for (t, zone_prices) in prices {
-        let Some(on_demand) = offerings.get(&t).and_then(|o| o.on_demand) else {
-            continue;
-        };
-        if on_demand <= 0.0 || zone_prices.is_empty() {
-            continue;
-        }
-        let mean = zone_prices.iter().sum::<f64>() / zone_prices.len() as f64;
-        savings.insert(t, ((1.0 - mean / on_demand) * 100.0).clamp(0.0, 100.0));
-    }
-    Ok(Ok(savings))
+    Ok(Ok(prices))
 }

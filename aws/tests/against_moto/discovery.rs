@@ -144,3 +144,51 @@ fn selector_terms_and_aliases_resolve_into_the_status_createfleet_needs() {
         .expect_err("no subnet");
     assert!(err.to_string().contains("subnetSelectorTerms"), "{err}");
 }
+
+#[test]
+fn spot_prices_are_each_zones_own_when_ec2_gives_them() {
+    let peer = Peer::start();
+    let rt = Runtime::new().expect("a runtime");
+    let clients = rt.block_on(peer.clients());
+    peer.set_spot_prices(&[
+        ("m5.large", "us-east-1a", 0.031),
+        ("m5.large", "us-east-1b", 0.042),
+        ("c5.large", "us-east-1a", 0.025),
+    ]);
+    let calls = Calls::new(&settings());
+    let found = rt
+        .block_on(discover_catalog(&clients.ec2, &calls, "us-east-1"))
+        .expect("discovery");
+    assert!(
+        !found.notes.iter().any(|n| n.contains("spot advisor")),
+        "real prices need no fallback: {:?}",
+        found.notes
+    );
+    let m5 = &found.catalog.offerings["m5.large"];
+    assert_eq!(m5.spot_price("us-east-1a"), Some(0.031));
+    assert_eq!(m5.spot_price("us-east-1b"), Some(0.042));
+    // A zone EC2 gave no price for keeps the estimate.
+    assert_eq!(m5.spot_price("us-east-1c"), m5.spot_estimate());
+    let types = found
+        .catalog
+        .instance_types(&dovetail_dataflow::catalog::ResolveOptions::default());
+    let m5_offerings = &types
+        .iter()
+        .find(|t| t.name == "m5.large")
+        .expect("m5.large offered")
+        .offerings;
+    let spot = |zone: &str| {
+        m5_offerings
+            .iter()
+            .find(|o| o.zone == zone && o.capacity_type == "spot")
+            .map(|o| o.price)
+    };
+    assert_eq!(
+        spot("us-east-1a"),
+        Some(dovetail_dataflow::model::Price::from_dollars(0.031))
+    );
+    assert_eq!(
+        spot("us-east-1b"),
+        Some(dovetail_dataflow::model::Price::from_dollars(0.042))
+    );
+}

@@ -541,3 +541,98 @@ fn launch_templates_no_launch_would_use_are_deleted() {
     launched(answer(&mut s.cloud));
     assert_eq!(s.peer.count_calls("CreateLaunchTemplate"), 2);
 }
+
+#[test]
+fn instance_profiles_no_node_class_uses_are_deleted_once_no_instance_runs_with_them() {
+    let mut s = setup();
+    s.cloud.create_fleet(
+        0,
+        request("default-ip", &[("m5.large", "us-east-1a")], "on-demand"),
+    );
+    let instance = launched(answer(&mut s.cloud));
+    let profiles = |s: &Setup| -> Vec<String> {
+        s.rt.block_on(
+            s.clients
+                .iam
+                .list_instance_profiles()
+                .path_prefix("/dovetail/test-cluster/")
+                .send(),
+        )
+        .expect("ListInstanceProfiles")
+        .instance_profiles()
+        .iter()
+        .map(|p| p.instance_profile_name().to_string())
+        .collect()
+    };
+    let made = profiles(&s);
+    assert_eq!(made.len(), 1, "one profile made for spec.role: {made:?}");
+
+    // In use by the EC2NodeClass: kept.
+    assert!(s
+        .cloud
+        .delete_unused_instance_profiles()
+        .expect("profile GC")
+        .is_empty());
+    // The EC2NodeClass is gone but its instance still runs with the profile: kept. (moto does
+    // not give a fleet's instances their launch template's profile, as EC2 does: the test
+    // associates it.)
+    s.cloud.remove_nodeclass("default");
+    s.rt.block_on(
+        s.clients
+            .ec2
+            .associate_iam_instance_profile()
+            .instance_id(&instance.id)
+            .iam_instance_profile(
+                aws_sdk_ec2::types::IamInstanceProfileSpecification::builder()
+                    .name(&made[0])
+                    .build(),
+            )
+            .send(),
+    )
+    .expect("AssociateIamInstanceProfile");
+    let attached =
+        s.rt.block_on(
+            s.clients
+                .ec2
+                .describe_instances()
+                .instance_ids(&instance.id)
+                .send(),
+        )
+        .expect("DescribeInstances")
+        .reservations()[0]
+            .instances()[0]
+            .iam_instance_profile()
+            .and_then(|p| p.arn())
+            .map(str::to_string);
+    assert!(
+        attached.as_deref().is_some_and(|a| a.ends_with(&made[0])),
+        "the instance runs with the profile: {attached:?}"
+    );
+    assert!(s
+        .cloud
+        .delete_unused_instance_profiles()
+        .expect("profile GC")
+        .is_empty());
+    assert_eq!(profiles(&s), made);
+    // Once the instance is terminated, it goes (its role taken out first).
+    s.cloud.terminate(0, &instance.id);
+    s.cloud.settle(Duration::from_secs(30));
+    assert_eq!(
+        s.cloud
+            .delete_unused_instance_profiles()
+            .expect("profile GC"),
+        made
+    );
+    assert!(profiles(&s).is_empty());
+    assert!(
+        s.rt.block_on(
+            s.clients
+                .iam
+                .get_role()
+                .role_name("KarpenterNodeRole-test-cluster")
+                .send()
+        )
+        .is_ok(),
+        "the role itself stays"
+    );
+}

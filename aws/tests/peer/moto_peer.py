@@ -26,6 +26,44 @@ When nothing is left, moto is not called and the answer has a new fake fleetId
 HTTP 200 (including capacity errors) are cached under the ClientToken.
 EC2 requests are recognised by the SigV4 credential scope (service ``ec2``).
 
+Capacity reservations (moto has none):
+
+* DescribeCapacityReservations is answered by the peer from the set posted to
+  /_peer/capacity-reservations (only reservations whose zone is in the request's
+  region). CapacityReservationId.N (unknown id: HTTP 400
+  ``InvalidCapacityReservationId.NotFound``), MaxResults / NextToken (the token is
+  a plain index) and the filters tag:KEY, tag-key, instance-type,
+  availability-zone, state, owner-id and reservation-type (values may use the
+  * and ? wildcards; other filters are ignored and logged).
+* CreateFleet: a launch template config whose template version (as stored by
+  moto: data["CapacityReservationSpecification"]["CapacityReservationTarget"]
+  ["CapacityReservationId"]) targets a reservation the peer knows is checked per
+  override before moto sees it; failures go to the errorSet: ``Unsupported`` when
+  the override's instance type (else the template's) or zone (AvailabilityZone,
+  else the subnet's) differs from the reservation's, or when the capacity type
+  does not fit the reservation (on-demand for default reservations,
+  capacity-block for capacity blocks; spot never); ``ReservationCapacityExceeded``
+  when the reservation is not active or has no available instance. Overrides of
+  such configs are not subject to /_peer/capacity. capacity-block fleets are
+  forwarded to moto as on-demand (moto launches nothing for capacity-block).
+  Every instance moto launches from such a config takes one available instance
+  of the reservation; instances beyond what is available are terminated again,
+  left out of the answer and reported as ``ReservationCapacityExceeded``. A
+  template targeting a reservation the peer does not know is launched as usual.
+* DescribeInstances answers get ``capacityReservationId`` (and, for capacity
+  blocks, ``instanceLifecycle`` = capacity-block) right after the ``instanceId``
+  of every instance launched into a reservation. A reservation gets its instance
+  back (once) when TerminateInstances for it succeeds, or when moto reports the
+  instance terminated or gone (e.g. DeleteFleets with TerminateInstances).
+
+Spot prices: while the table posted to /_peer/spot-prices is non-empty,
+DescribeSpotPriceHistory is answered from it (entries whose zone is in the
+request's region; productDescription always Linux/UNIX, timestamp = when the
+table was posted): InstanceType.N, ProductDescription.N, AvailabilityZone,
+MaxResults / NextToken (plain index) and the filters instance-type,
+availability-zone and product-description (wildcards as above; other filters,
+StartTime and EndTime are ignored). An empty table forwards to moto again.
+
 Control endpoints (JSON in/out), never forwarded to moto:
 
   POST /_peer/capacity  {"unavailable": [{"instance_type": "m5.large",
@@ -39,8 +77,40 @@ Control endpoints (JSON in/out), never forwarded to moto:
   GET  /_peer/calls     [{"action": "CreateFleet", "status": 200}, ...]
   POST /_peer/ssm       {"parameters": {"/aws/service/...": "ami-..."}}
                         public SSM parameters (moto refuses /aws/ names).
+  POST /_peer/capacity-reservations
+                        {"reservations": [{"id": "cr-0123456789abcdef0",
+                          "instance_type": "m5.large", "zone": "us-east-1a",
+                          "total": 2, "available": 2,
+                          "reservation_type": "default",
+                          "state": "active",
+                          "start_time": "2026-01-01T00:00:00Z",
+                          "end_time": "2026-12-31T00:00:00Z",
+                          "owner_id": "123456789012",
+                          "tags": {"k": "v"}}]}
+                        replaces the set of capacity reservations; required:
+                        id (cr-...), instance_type, zone, total (>= 0);
+                        optional: available (0..total, default total),
+                        reservation_type ("default" | "capacity-block", default
+                        "default"), state (an EC2 CapacityReservationState,
+                        default "active"), start_time / end_time (ISO 8601,
+                        start default now; no end_time = endDateType
+                        unlimited), owner_id (default the account id), tags.
+                        Unknown keys and bad values answer 400. Instances
+                        launched earlier keep their capacityReservationId but
+                        no longer count against any reservation.
+  GET  /_peer/capacity-reservations
+                        {"reservations": [...]} as posted, normalised, with the
+                        current available and "instances" (ids holding one).
+  POST /_peer/spot-prices {"prices": [{"instance_type": "m5.large",
+                          "zone": "us-east-1a", "price": "0.0312"}]}
+                        replaces the spot price table (price: a decimal string
+                        or number >= 0); {"prices": []} hands
+                        DescribeSpotPriceHistory back to moto.
+  GET  /_peer/spot-prices {"prices": [...]} the current table.
   POST /_peer/reset     clears calls, capacity, throttles, the client-token
-                        cache and moto's own state (/moto-api/reset).
+                        cache, capacity reservations (and which instances hold
+                        them), spot prices and moto's own state
+                        (/moto-api/reset).
 
 Process contract: prints exactly one line ``PORT <n>`` to stdout once the
 socket is bound, logs only to stderr, and exits as soon as stdin reaches EOF
@@ -48,6 +118,7 @@ socket is bound, logs only to stderr, and exits as soon as stdin reaches EOF
 """
 
 import argparse
+import fnmatch
 import io
 import json
 import os
@@ -56,12 +127,30 @@ import sys
 import threading
 import traceback
 import uuid
+import xml.etree.ElementTree as ET
+from datetime import datetime, timezone
 from urllib.parse import parse_qsl, urlencode
 from xml.sax.saxutils import escape
 
 EC2_NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
 
 ICE_CODE = "InsufficientInstanceCapacity"
+RESERVATION_EXCEEDED_CODE = "ReservationCapacityExceeded"
+UNSUPPORTED_CODE = "Unsupported"
+
+# EC2's CapacityReservationState enum (botocore ec2 2016-11-15).
+RESERVATION_STATES = (
+    "active", "expired", "cancelled", "pending", "failed", "scheduled", "payment-pending",
+    "payment-failed", "assessing", "delayed", "unsupported", "unavailable",
+)
+RESERVATION_TYPES = ("default", "capacity-block")
+_RESERVATION_KEYS = {
+    "id", "instance_type", "zone", "total", "available", "reservation_type", "state",
+    "start_time", "end_time", "owner_id", "tags",
+}
+_RESERVATION_ID_RE = re.compile(r"^cr-[0-9a-zA-Z]+$")
+_SPOT_KEYS = {"instance_type", "zone", "price"}
+SPOT_PRODUCT = "Linux/UNIX"
 
 _OVERRIDE_RE = re.compile(r"^LaunchTemplateConfigs\.(\d+)\.Overrides\.(\d+)\.(.+)$")
 _CONFIG_RE = re.compile(r"^LaunchTemplateConfigs\.(\d+)\.(.+)$")
@@ -93,6 +182,103 @@ def _xml(tag, value):
     return f"<{tag}>{escape(str(value))}</{tag}>"
 
 
+def _iso(dt):
+    """EC2's timestamp format: 2026-12-31T00:00:00.000Z."""
+    return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+
+
+def _now():
+    return datetime.now(timezone.utc).replace(microsecond=0)
+
+
+def _parse_time(value, what):
+    if not isinstance(value, str):
+        raise ValueError(f"{what} must be an ISO 8601 string, got {value!r}")
+    try:
+        dt = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"{what} is not ISO 8601: {value!r}") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt
+
+
+def _indexed(params, prefix):
+    """Values of an EC2 query list: Prefix.1, Prefix.2, ... in index order."""
+    found = []
+    for k, v in params.items():
+        if k.startswith(prefix + "."):
+            rest = k[len(prefix) + 1 :]
+            if rest.isdigit():
+                found.append((int(rest), v))
+    return [v for _, v in sorted(found)]
+
+
+def _filters(params):
+    """[(name, [values])] from Filter.N.Name / Filter.N.Value.M."""
+    names = {}
+    for k, v in params.items():
+        m = re.match(r"^Filter\.(\d+)\.Name$", k)
+        if m:
+            names[int(m.group(1))] = v
+    return [(names[n], _indexed(params, f"Filter.{n}.Value")) for n in sorted(names)]
+
+
+def _matches(value, patterns):
+    """EC2 filter semantics: any value matches; * and ? are wildcards."""
+    if value is None:
+        return False
+    return any(fnmatch.fnmatchcase(str(value), str(p)) for p in patterns)
+
+
+def _page(items, params):
+    """(page, next token or None) for MaxResults / NextToken (a plain index)."""
+    token = params.get("NextToken") or ""
+    start = 0
+    if token:
+        if not token.isdigit() or int(token) > len(items):
+            raise _Ec2Error("InvalidParameterValue", f"Invalid value '{token}' for NextToken")
+        start = int(token)
+    max_results = params.get("MaxResults") or ""
+    if not max_results:
+        return items[start:], None
+    try:
+        n = int(max_results)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise _Ec2Error("InvalidParameterValue", f"Invalid value '{max_results}' for MaxResults")
+    end = start + n
+    return items[start:end], (str(end) if end < len(items) else None)
+
+
+def _zone_in_region(zone, region):
+    return str(zone).startswith(region)
+
+
+class _Ec2Error(Exception):
+    """An EC2 error answer (HTTP 400) from a call the peer serves itself."""
+
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _edit_xml(out, edit):
+    """Parse an EC2 XML answer, let edit(root, q) change it (q(tag) gives the
+    namespaced tag), and re-serialise it with its default namespace kept."""
+    root = ET.fromstring(out)
+    ns = root.tag[1:].split("}")[0] if root.tag.startswith("{") else ""
+
+    def q(tag):
+        return f"{{{ns}}}{tag}" if ns else tag
+
+    edit(root, q)
+    text = ET.tostring(root, encoding="unicode", default_namespace=ns or None)
+    return ('<?xml version="1.0" encoding="UTF-8"?>\n' + text).encode("utf-8")
+
+
 def _error_xml(code, message):
     return (
         '<?xml version="1.0" encoding="UTF-8"?>\n'
@@ -110,6 +296,11 @@ class PeerState:
         self.unavailable = []  # list of (instance_type, zone|None, capacity_type|None)
         self.throttles = {}  # action -> remaining count
         self.tokens = {}  # client token -> (fingerprint, status, headers, body)
+        # reservation id -> normalised reservation dict ("available" is live), in posted order
+        self.reservations = {}
+        # instance id -> {"reservation", "region", "capacity_block", "held"}
+        self.reserved_instances = {}
+        self.spot_prices = []  # [{"instance_type", "zone", "price", "timestamp"}]
 
     def reset(self):
         with self.fleet_lock, self.lock:
@@ -117,6 +308,35 @@ class PeerState:
             self.unavailable = []
             self.throttles.clear()
             self.tokens.clear()
+            self.reservations = {}
+            self.reserved_instances = {}
+            self.spot_prices = []
+
+    def claim_reservation(self, reservation_id, instance_id, region):
+        """Take one available instance of the reservation for instance_id."""
+        with self.lock:
+            res = self.reservations.get(reservation_id)
+            if res is None or res["state"] != "active" or res["available"] <= 0:
+                return False
+            res["available"] -= 1
+            self.reserved_instances[instance_id] = {
+                "reservation": reservation_id,
+                "region": region,
+                "capacity_block": res["reservation_type"] == "capacity-block",
+                "held": True,
+            }
+            return True
+
+    def release_reservation(self, instance_id):
+        """Give the instance's reservation its instance back (once)."""
+        with self.lock:
+            rec = self.reserved_instances.get(instance_id)
+            if rec is None or not rec["held"]:
+                return
+            rec["held"] = False
+            res = self.reservations.get(rec["reservation"])
+            if res is not None:
+                res["available"] = min(res["total"], res["available"] + 1)
 
     def record(self, action, status):
         with self.lock:
@@ -189,10 +409,11 @@ class PeerMiddleware:
             return self.app(environ, start_response)
 
         body = self._read_body(environ)
-        action = self._params(environ, body).get("Action", "")
+        params = self._params(environ, body)
+        action = params.get("Action", "")
         region = region or "us-east-1"
         try:
-            return self._ec2(environ, start_response, body, action, region)
+            return self._ec2(environ, start_response, body, params, action, region)
         except Exception:
             # moto bug / unimplemented corner: answer like EC2 would, keep the log honest.
             log(f"{action} crashed inside moto:\n{traceback.format_exc()}")
@@ -204,7 +425,7 @@ class PeerMiddleware:
                 exc_info=sys.exc_info(),
             )
 
-    def _ec2(self, environ, start_response, body, action, region):
+    def _ec2(self, environ, start_response, body, params, action, region):
         if self.state.take_throttle(action):
             self.state.record(action, 503)
             return self._respond(
@@ -215,6 +436,36 @@ class PeerMiddleware:
 
         if action == "CreateFleet" and environ.get("REQUEST_METHOD") == "POST":
             status, headers, out = self._create_fleet(environ, body, region)
+            self.state.record(action, _status_code(status))
+            start_response(status, headers)
+            return [out]
+
+        # Served by the peer itself (moto has no capacity reservations; its spot
+        # price history is a single placeholder price).
+        served = None
+        if action == "DescribeCapacityReservations":
+            served = self._describe_capacity_reservations
+        elif action == "DescribeSpotPriceHistory":
+            with self.state.lock:
+                if self.state.spot_prices:
+                    served = self._describe_spot_price_history
+        if served is not None:
+            try:
+                status, out = "200 OK", served(params, region)
+            except _Ec2Error as e:
+                status, out = "400 Bad Request", _error_xml(e.code, e.message)
+            self.state.record(action, _status_code(status))
+            return self._respond(start_response, status, out)
+
+        if action in ("DescribeInstances", "TerminateInstances"):
+            status, headers, out = self._call_moto(environ, body)
+            if _status_code(status) == 200:
+                if action == "DescribeInstances":
+                    out = self._annotate_instances(out)
+                    headers = _set_header(headers, "Content-Length", str(len(out)))
+                else:
+                    for instance_id in _indexed(params, "InstanceId"):
+                        self.state.release_reservation(instance_id)
             self.state.record(action, _status_code(status))
             start_response(status, headers)
             return [out]
@@ -333,6 +584,51 @@ class PeerMiddleware:
             # parameters: they are written into its backend directly.
             inject_ssm_parameters(self.account_id, payload.get("region", "us-east-1"), payload["parameters"])
             return self._json(start_response, "200 OK", {"ok": True})
+        if name == "capacity-reservations" and method == "POST":
+            try:
+                reservations = self._parse_reservations(payload)
+            except ValueError as e:
+                return self._json(start_response, "400 Bad Request", {"error": str(e)})
+            with st.lock:
+                st.reservations = {r["id"]: r for r in reservations}
+                for rec in st.reserved_instances.values():
+                    rec["held"] = False  # the posted "available" is authoritative
+            return self._json(start_response, "200 OK", {"ok": True, "reservations": len(reservations)})
+        if name == "capacity-reservations" and method == "GET":
+            self._reconcile_reservations()
+            with st.lock:
+                holders = {}
+                for iid, rec in st.reserved_instances.items():
+                    if rec["held"]:
+                        holders.setdefault(rec["reservation"], []).append(iid)
+                out = [
+                    dict(
+                        r,
+                        tags=dict(r["tags"]),
+                        start_time=_iso(r["start_time"]),
+                        end_time=_iso(r["end_time"]) if r["end_time"] else None,
+                        instances=holders.get(r["id"], []),
+                    )
+                    for r in st.reservations.values()
+                ]
+            for r in out:
+                r.pop("create_time", None)
+            return self._json(start_response, "200 OK", {"reservations": out})
+        if name == "spot-prices" and method == "POST":
+            try:
+                prices = self._parse_spot_prices(payload)
+            except ValueError as e:
+                return self._json(start_response, "400 Bad Request", {"error": str(e)})
+            with st.lock:
+                st.spot_prices = prices
+            return self._json(start_response, "200 OK", {"ok": True, "prices": len(prices)})
+        if name == "spot-prices" and method == "GET":
+            with st.lock:
+                out = [
+                    {"instance_type": p["instance_type"], "zone": p["zone"], "price": p["price"]}
+                    for p in st.spot_prices
+                ]
+            return self._json(start_response, "200 OK", {"prices": out})
         if name == "calls" and method == "GET":
             with st.lock:
                 calls = list(st.calls)
@@ -351,6 +647,294 @@ class PeerMiddleware:
 
     def _json(self, start_response, status, obj):
         return self._respond(start_response, status, json.dumps(obj).encode("utf-8"), "application/json")
+
+    def _parse_reservations(self, payload):
+        """Validated, normalised reservations from a POST; ValueError on bad input."""
+        if not isinstance(payload, dict) or not isinstance(payload.get("reservations"), list):
+            raise ValueError('expected {"reservations": [...]}')
+        now = _now()
+        out, seen = [], set()
+        for i, e in enumerate(payload["reservations"]):
+            where = f"reservations[{i}]"
+            if not isinstance(e, dict):
+                raise ValueError(f"{where}: expected an object")
+            unknown = sorted(set(e) - _RESERVATION_KEYS)
+            if unknown:
+                raise ValueError(f"{where}: unknown keys {unknown}")
+            for key in ("id", "instance_type", "zone"):
+                if not isinstance(e.get(key), str) or not e[key]:
+                    raise ValueError(f"{where}: {key} must be a non-empty string")
+            rid = e["id"]
+            if not _RESERVATION_ID_RE.match(rid):
+                raise ValueError(f"{where}: id {rid!r} is not a capacity reservation id (cr-...)")
+            if rid in seen:
+                raise ValueError(f"{where}: duplicate id {rid}")
+            seen.add(rid)
+            total = e.get("total")
+            if isinstance(total, bool) or not isinstance(total, int) or total < 0:
+                raise ValueError(f"{where}: total must be an integer >= 0, got {total!r}")
+            available = e.get("available", total)
+            if (
+                isinstance(available, bool)
+                or not isinstance(available, int)
+                or not 0 <= available <= total
+            ):
+                raise ValueError(f"{where}: available must be an integer in 0..total, got {available!r}")
+            rtype = e.get("reservation_type", "default")
+            if rtype not in RESERVATION_TYPES:
+                raise ValueError(f"{where}: reservation_type must be one of {list(RESERVATION_TYPES)}")
+            state = e.get("state", "active")
+            if state not in RESERVATION_STATES:
+                raise ValueError(f"{where}: state must be one of {list(RESERVATION_STATES)}")
+            start = _parse_time(e["start_time"], f"{where}: start_time") if e.get("start_time") else now
+            end = _parse_time(e["end_time"], f"{where}: end_time") if e.get("end_time") else None
+            owner = e.get("owner_id") or self.account_id
+            if not isinstance(owner, str):
+                raise ValueError(f"{where}: owner_id must be a string")
+            tags = e.get("tags") or {}
+            if not isinstance(tags, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in tags.items()
+            ):
+                raise ValueError(f"{where}: tags must be an object of strings")
+            out.append(
+                {
+                    "id": rid,
+                    "instance_type": e["instance_type"],
+                    "zone": e["zone"],
+                    "total": total,
+                    "available": available,
+                    "reservation_type": rtype,
+                    "state": state,
+                    "start_time": start,
+                    "end_time": end,
+                    "owner_id": owner,
+                    "tags": dict(tags),
+                    "create_time": now,
+                }
+            )
+        return out
+
+    @staticmethod
+    def _parse_spot_prices(payload):
+        if not isinstance(payload, dict) or not isinstance(payload.get("prices"), list):
+            raise ValueError('expected {"prices": [...]}')
+        now = _now()
+        out = []
+        for i, e in enumerate(payload["prices"]):
+            where = f"prices[{i}]"
+            if not isinstance(e, dict):
+                raise ValueError(f"{where}: expected an object")
+            unknown = sorted(set(e) - _SPOT_KEYS)
+            if unknown:
+                raise ValueError(f"{where}: unknown keys {unknown}")
+            for key in ("instance_type", "zone"):
+                if not isinstance(e.get(key), str) or not e[key]:
+                    raise ValueError(f"{where}: {key} must be a non-empty string")
+            price = e.get("price")
+            if isinstance(price, bool) or not isinstance(price, (str, int, float)):
+                raise ValueError(f"{where}: price must be a decimal string or a number")
+            try:
+                ok = float(price) >= 0
+            except ValueError:
+                ok = False
+            if not ok:
+                raise ValueError(f"{where}: price must be a decimal >= 0, got {price!r}")
+            out.append(
+                {
+                    "instance_type": e["instance_type"],
+                    "zone": e["zone"],
+                    "price": price if isinstance(price, str) else repr(price),
+                    "timestamp": now,
+                }
+            )
+        return out
+
+    # ------------------------------------------- reservations, spot prices
+
+    def _zone_id(self, zone, region):
+        try:
+            z = self._ec2_backend(region).get_zone_by_name(zone)
+            return z.zone_id if z is not None else None
+        except Exception:
+            return None
+
+    def _reconcile_reservations(self):
+        """Release reservations held by instances moto reports terminated or gone."""
+        with self.state.lock:
+            held = [(iid, rec["region"]) for iid, rec in self.state.reserved_instances.items() if rec["held"]]
+        for iid, region in held:
+            backend = self._ec2_backend(region)
+            try:
+                instance = backend.get_instance_by_id(iid)
+                gone = instance is None or instance._state.name == "terminated"
+            except Exception:
+                continue
+            if gone:
+                self.state.release_reservation(iid)
+
+    def _describe_capacity_reservations(self, params, region):
+        self._reconcile_reservations()
+        with self.state.lock:
+            items = [
+                dict(r, tags=dict(r["tags"]))
+                for r in self.state.reservations.values()
+                if _zone_in_region(r["zone"], region)
+            ]
+        ids = _indexed(params, "CapacityReservationId")
+        if ids:
+            known = {r["id"] for r in items}
+            missing = [i for i in ids if i not in known]
+            if missing:
+                raise _Ec2Error(
+                    "InvalidCapacityReservationId.NotFound",
+                    f"The capacityReservation ID '{missing[0]}' does not exist",
+                )
+            items = [r for r in items if r["id"] in ids]
+        fields = {
+            "instance-type": "instance_type",
+            "availability-zone": "zone",
+            "state": "state",
+            "owner-id": "owner_id",
+            "reservation-type": "reservation_type",
+        }
+        for name, values in _filters(params):
+            if name.startswith("tag:"):
+                key = name[len("tag:") :]
+                items = [r for r in items if _matches(r["tags"].get(key), values)]
+            elif name == "tag-key":
+                items = [r for r in items if any(_matches(k, values) for k in r["tags"])]
+            elif name in fields:
+                items = [r for r in items if _matches(r[fields[name]], values)]
+            else:
+                log(f"DescribeCapacityReservations: filter {name!r} not supported, ignored")
+        page, next_token = _page(items, params)
+
+        def item(r):
+            parts = [
+                _xml("capacityReservationId", r["id"]),
+                _xml("ownerId", r["owner_id"]),
+                _xml(
+                    "capacityReservationArn",
+                    f"arn:aws:ec2:{region}:{r['owner_id']}:capacity-reservation/{r['id']}",
+                ),
+                _xml("availabilityZone", r["zone"]),
+            ]
+            zone_id = self._zone_id(r["zone"], region)
+            if zone_id:
+                parts.append(_xml("availabilityZoneId", zone_id))
+            parts += [
+                _xml("instanceType", r["instance_type"]),
+                _xml("instancePlatform", "Linux/UNIX"),
+                _xml("tenancy", "default"),
+                _xml("totalInstanceCount", r["total"]),
+                _xml("availableInstanceCount", r["available"]),
+                _xml("state", r["state"]),
+                _xml("startDate", _iso(r["start_time"])),
+            ]
+            if r["end_time"]:
+                parts.append(_xml("endDate", _iso(r["end_time"])))
+            parts += [
+                _xml("endDateType", "limited" if r["end_time"] else "unlimited"),
+                _xml("instanceMatchCriteria", "targeted"),
+                _xml("createDate", _iso(r["create_time"])),
+                _xml("reservationType", r["reservation_type"]),
+                "<tagSet>"
+                + "".join(
+                    f"<item>{_xml('key', k)}{_xml('value', v)}</item>" for k, v in r["tags"].items()
+                )
+                + "</tagSet>",
+            ]
+            return "<item>" + "".join(parts) + "</item>"
+
+        return (
+            '<?xml version="1.0" encoding="UTF-8"?>\n'
+            f'<DescribeCapacityReservationsResponse xmlns="{EC2_NS}">'
+            f"{_xml('requestId', uuid.uuid4())}"
+            f"<capacityReservationSet>{''.join(item(r) for r in page)}</capacityReservationSet>"
+            f"{_xml('nextToken', next_token) if next_token else ''}"
+            "</DescribeCapacityReservationsResponse>"
+        ).encode("utf-8")
+
+    def _describe_spot_price_history(self, params, region):
+        with self.state.lock:
+            items = [dict(p) for p in self.state.spot_prices if _zone_in_region(p["zone"], region)]
+        types = _indexed(params, "InstanceType")
+        if types:
+            items = [p for p in items if p["instance_type"] in types]
+        products = _indexed(params, "ProductDescription")
+        if products and SPOT_PRODUCT not in products:
+            items = []
+        if params.get("AvailabilityZone"):
+            items = [p for p in items if p["zone"] == params["AvailabilityZone"]]
+        for name, values in _filters(params):
+            if name == "instance-type":
+                items = [p for p in items if _matches(p["instance_type"], values)]
+            elif name == "availability-zone":
+                items = [p for p in items if _matches(p["zone"], values)]
+            elif name == "product-description":
+                if not _matches(SPOT_PRODUCT, values):
+                    items = []
+            else:
+                log(f"DescribeSpotPriceHistory: filter {name!r} not supported, ignored")
+        page, next_token = _page(items, params)
+        body = "".join(
+            "<item>"
+            f"{_xml('instanceType', p['instance_type'])}"
+            f"{_xml('productDescription', SPOT_PRODUCT)}"
+            f"{_xml('spotPrice', p['price'])}"
+            f"{_xml('timestamp', _iso(p['timestamp']))}"
+            f"{_xml('availabilityZone', p['zone'])}"
+            "</item>"
+            for p in page
+        )
+        return (
+            '<?xml version="1.0" encoding="UTF-8"?>\n'
+            f'<DescribeSpotPriceHistoryResponse xmlns="{EC2_NS}">'
+            f"{_xml('requestId', uuid.uuid4())}"
+            f"<spotPriceHistorySet>{body}</spotPriceHistorySet>"
+            f"{_xml('nextToken', next_token) if next_token else ''}"
+            "</DescribeSpotPriceHistoryResponse>"
+        ).encode("utf-8")
+
+    def _annotate_instances(self, out):
+        """capacityReservationId (+ instanceLifecycle for capacity blocks) on the
+        instances of a DescribeInstances answer that were launched into a reservation."""
+        with self.state.lock:
+            reserved = {iid: dict(rec) for iid, rec in self.state.reserved_instances.items()}
+        if not reserved:
+            return out
+        text = out.decode("utf-8", "replace")
+        if not any(iid in text for iid in reserved):
+            return out
+
+        def edit(root, q):
+            path = "/".join(q(t) for t in ("reservationSet", "item", "instancesSet", "item"))
+            for inst in root.findall(path):
+                id_el = inst.find(q("instanceId"))
+                rec = reserved.get(id_el.text if id_el is not None else None)
+                if rec is None:
+                    continue
+                for old in inst.findall(q("capacityReservationId")):
+                    inst.remove(old)
+                if rec["capacity_block"]:
+                    for old in inst.findall(q("instanceLifecycle")):
+                        inst.remove(old)
+                pos = list(inst).index(id_el) + 1
+                added = ET.Element(q("capacityReservationId"))
+                added.text = rec["reservation"]
+                added.tail = id_el.tail
+                inst.insert(pos, added)
+                if rec["capacity_block"]:
+                    lifecycle = ET.Element(q("instanceLifecycle"))
+                    lifecycle.text = "capacity-block"
+                    lifecycle.tail = id_el.tail
+                    inst.insert(pos + 1, lifecycle)
+
+        try:
+            return _edit_xml(out, edit)
+        except ET.ParseError as e:
+            log(f"DescribeInstances answer not annotated (unparsable XML: {e})")
+            return out
 
     # -------------------------------------------------------- CreateFleet
 
@@ -430,8 +1014,60 @@ class PeerMiddleware:
                     self.state.tokens[token] = (fingerprint, status, headers, out)
             return status, headers, out
 
+    def _reservation_target(self, resolved_spec, region):
+        """(reservation dict snapshot, template InstanceType) when the launch template
+        version targets a capacity reservation the peer knows, else (None, type)."""
+        try:
+            backend = self._ec2_backend(region)
+            lt = backend.get_launch_template(resolved_spec["LaunchTemplateId"])
+            data = lt.get_version(resolved_spec.get("Version") or "$Default").data or {}
+        except Exception:
+            return None, None
+        rid = (
+            (data.get("CapacityReservationSpecification") or {}).get("CapacityReservationTarget") or {}
+        ).get("CapacityReservationId")
+        if not rid:
+            return None, data.get("InstanceType")
+        with self.state.lock:
+            res = self.state.reservations.get(rid)
+            res = dict(res) if res is not None else None
+        if res is None:
+            log(f"CreateFleet: launch template {lt.id} targets {rid}, unknown to the peer; not checked")
+        return res, data.get("InstanceType")
+
+    @staticmethod
+    def _reservation_error(res, instance_type, zone, capacity_type):
+        """(code, message) why this override cannot launch into res, or None."""
+        rid = res["id"]
+        if instance_type != res["instance_type"] or (zone and zone != res["zone"]):
+            return (
+                UNSUPPORTED_CODE,
+                f"The capacity reservation {rid} is for {res['instance_type']} in {res['zone']}; "
+                f"the request asks for {instance_type} in {zone or 'any zone'}.",
+            )
+        wanted = "capacity-block" if res["reservation_type"] == "capacity-block" else "on-demand"
+        if capacity_type != wanted:
+            return (
+                UNSUPPORTED_CODE,
+                f"The capacity reservation {rid} ({res['reservation_type']}) can only be used "
+                f"with {wanted} capacity, not {capacity_type}.",
+            )
+        if res["state"] != "active":
+            return (
+                RESERVATION_EXCEEDED_CODE,
+                f"Insufficient capacity in the capacity reservation {rid}: "
+                f"it is {res['state']}, not active.",
+            )
+        if res["available"] <= 0:
+            return (
+                RESERVATION_EXCEEDED_CODE,
+                f"Insufficient capacity in the capacity reservation {rid}.",
+            )
+        return None
+
     def _create_fleet_uncached(self, environ, pairs, params, region):
         capacity_type = params.get("TargetCapacitySpecification.DefaultTargetCapacityType") or "on-demand"
+        self._reconcile_reservations()
 
         # Group the LaunchTemplateConfigs.M.* parameters.
         other = []  # non-config pairs, in order
@@ -447,15 +1083,28 @@ class PeerMiddleware:
                 cfg = configs.setdefault(int(m.group(1)), {"fields": [], "overrides": {}})
                 cfg["fields"].append((m.group(2), v))
                 continue
+            if k == "TargetCapacitySpecification.DefaultTargetCapacityType" and v == "capacity-block":
+                v = "on-demand"  # moto launches nothing for capacity-block
             other.append((k, v))
 
-        errors = []  # (config fields dict, override fields dict, zone)
+        errors = []  # (resolved spec, override fields dict, zone, code, message)
         kept_configs = []  # (fields, [override field lists]); fully stripped configs dropped
+        targets = {}  # launch template id -> {version: reservation id}, for the kept configs
         for m_idx in sorted(configs):
             cfg = configs[m_idx]
             spec = dict(cfg["fields"])
+            resolved = self._resolve_spec(spec, region)
+            res, template_type = self._reservation_target(resolved, region)
             if not cfg["overrides"]:
-                kept_configs.append((cfg["fields"], []))
+                failure = res and self._reservation_error(res, template_type, None, capacity_type)
+                if failure:
+                    errors.append((resolved, {}, None) + failure)
+                else:
+                    kept_configs.append((cfg["fields"], []))
+                    if res:
+                        targets.setdefault(resolved.get("LaunchTemplateId"), {})[
+                            resolved.get("Version")
+                        ] = res["id"]
                 continue
             kept = []
             for n_idx in sorted(cfg["overrides"]):
@@ -464,14 +1113,27 @@ class PeerMiddleware:
                 zone = ov.get("AvailabilityZone")
                 if not zone and ov.get("SubnetId"):
                     zone = self._subnet_zone(ov["SubnetId"], region)
-                if ov.get("InstanceType") and self.state.is_unavailable(
+                if res:
+                    # Reserved capacity: the reservation decides, /_peer/capacity does not.
+                    failure = self._reservation_error(
+                        res, ov.get("InstanceType") or template_type, zone, capacity_type
+                    )
+                    if failure:
+                        errors.append((resolved, ov, zone) + failure)
+                    else:
+                        kept.append(ov_fields)
+                elif ov.get("InstanceType") and self.state.is_unavailable(
                     ov["InstanceType"], zone, capacity_type
                 ):
-                    errors.append((self._resolve_spec(spec, region), ov, zone))
+                    errors.append((resolved, ov, zone, ICE_CODE, None))
                 else:
                     kept.append(ov_fields)
             if kept:
                 kept_configs.append((cfg["fields"], kept))
+                if res:
+                    targets.setdefault(resolved.get("LaunchTemplateId"), {})[
+                        resolved.get("Version")
+                    ] = res["id"]
 
         # moto ignores Priority and launches the first override of the first config.
         # Order by Priority (stable; missing = last) so that "first" means the
@@ -493,18 +1155,13 @@ class PeerMiddleware:
                     (f"LaunchTemplateConfigs.{new_m}.Overrides.{new_n}.{f}", v) for f, v in ov_fields
                 ]
 
-        if not errors:
-            return self._call_moto(environ, urlencode(new_pairs).encode("utf-8"))
-
-        error_set = self._error_set(errors, capacity_type)
-
-        if not kept_configs:  # nothing left that moto could launch
+        if errors and not kept_configs:  # nothing left that moto could launch
             out = (
                 '<?xml version="1.0" encoding="UTF-8"?>\n'
                 f'<CreateFleetResponse xmlns="{EC2_NS}">'
                 f"{_xml('requestId', uuid.uuid4())}"
                 f"{_xml('fleetId', f'fleet-{uuid.uuid4()}')}"
-                f"{error_set}<fleetInstanceSet/></CreateFleetResponse>"
+                f"{self._error_set(errors, capacity_type)}<fleetInstanceSet/></CreateFleetResponse>"
             ).encode("utf-8")
             return (
                 "200 OK",
@@ -513,32 +1170,104 @@ class PeerMiddleware:
             )
 
         status, headers, out = self._call_moto(environ, urlencode(new_pairs).encode("utf-8"))
-        if _status_code(status) == 200:
-            out = self._inject_errors(out, error_set)
-            headers = _set_header(headers, "Content-Length", str(len(out)))
-        return status, headers, out
+        if _status_code(status) != 200:
+            return status, headers, out
+        if targets:
+            out, extra = self._claim_reservations(out, targets, region)
+            errors += extra
+        if errors:
+            out = self._inject_errors(out, self._error_set(errors, capacity_type))
+        return status, _set_header(headers, "Content-Length", str(len(out))), out
+
+    def _claim_reservations(self, out, targets, region):
+        """Book the instances moto launched from reservation-targeting configs against
+        their reservation; instances the reservation cannot take are terminated again and
+        dropped from the answer. Returns (answer, extra errorSet entries)."""
+        overflow = []  # (spec, ov, zone, instance ids) per fleetInstanceSet item
+        root = ET.fromstring(out)
+        ns = root.tag[1:].split("}")[0] if root.tag.startswith("{") else ""
+
+        def q(tag):
+            return f"{{{ns}}}{tag}" if ns else tag
+
+        fleet_set = root.find(q("fleetInstanceSet"))
+        for item in list(fleet_set) if fleet_set is not None else []:
+            lto = item.find(q("launchTemplateAndOverrides"))
+            spec_el = lto.find(q("launchTemplateSpecification")) if lto is not None else None
+            if spec_el is None:
+                continue
+            lt_id = spec_el.findtext(q("launchTemplateId"))
+            version = spec_el.findtext(q("version"))
+            by_version = targets.get(lt_id) or {}
+            rid = by_version.get(version)
+            if rid is None and len(by_version) == 1:  # moto omits the version when none was sent
+                rid = next(iter(by_version.values()))
+            if rid is None:
+                continue
+            dropped = []
+            for id_el in item.findall(f"{q('instanceIds')}/{q('item')}"):
+                if not self.state.claim_reservation(rid, id_el.text, region):
+                    dropped.append(id_el.text)
+            if dropped:
+                ov_el = lto.find(q("overrides"))
+                by_tag = {tag: field for field, tag in _OVERRIDE_FIELDS}
+                ov = {}
+                for child in list(ov_el) if ov_el is not None else []:
+                    local = child.tag.split("}")[-1]
+                    if local in by_tag:
+                        ov[by_tag[local]] = child.text or ""
+                zone = ov.get("AvailabilityZone")
+                if not zone and ov.get("SubnetId"):
+                    zone = self._subnet_zone(ov["SubnetId"], region)
+                spec = {"LaunchTemplateId": lt_id, "Version": version}
+                overflow.append((item, spec, ov, zone, rid, dropped))
+
+        if not overflow:
+            return out, []
+        extra = []
+        backend = self._ec2_backend(region)
+        for item, spec, ov, zone, rid, dropped in overflow:
+            try:
+                backend.terminate_instances(dropped)
+            except Exception as e:
+                log(f"CreateFleet: could not terminate {dropped} beyond {rid}: {e!r}")
+            ids_el = item.find(q("instanceIds"))
+            for id_el in list(ids_el):
+                if id_el.text in dropped:
+                    ids_el.remove(id_el)
+            if len(ids_el) == 0:
+                fleet_set.remove(item)
+            extra.append(
+                (spec, ov, zone, RESERVATION_EXCEEDED_CODE,
+                 f"Insufficient capacity in the capacity reservation {rid}.")
+            )
+        text = ET.tostring(root, encoding="unicode", default_namespace=ns or None)
+        return ('<?xml version="1.0" encoding="UTF-8"?>\n' + text).encode("utf-8"), extra
 
     @staticmethod
     def _error_set(errors, capacity_type):
+        """errorSet XML; errors are (spec, override, zone, code, message); a None
+        message for InsufficientInstanceCapacity is EC2's usual wording."""
         items = []
-        for spec, ov, zone in errors:
+        for spec, ov, zone, code, msg in errors:
             spec_xml = "".join(_xml(tag, spec[k]) for k, tag in _SPEC_FIELDS if spec.get(k))
             ov = dict(ov)
             if zone and "AvailabilityZone" not in ov:
                 ov["AvailabilityZone"] = zone
             ov_xml = "".join(_xml(tag, ov[k]) for k, tag in _OVERRIDE_FIELDS if k in ov)
-            where = f" in the Availability Zone you requested ({zone})" if zone else ""
-            msg = (
-                f"We currently do not have sufficient {ov.get('InstanceType')} capacity{where}. "
-                "Our system will be working on provisioning additional capacity."
-            )
+            if msg is None:
+                where = f" in the Availability Zone you requested ({zone})" if zone else ""
+                msg = (
+                    f"We currently do not have sufficient {ov.get('InstanceType')} capacity{where}. "
+                    "Our system will be working on provisioning additional capacity."
+                )
             items.append(
                 "<item><launchTemplateAndOverrides>"
                 f"<launchTemplateSpecification>{spec_xml}</launchTemplateSpecification>"
                 f"<overrides>{ov_xml}</overrides>"
                 "</launchTemplateAndOverrides>"
                 f"{_xml('lifecycle', capacity_type)}"
-                f"{_xml('errorCode', ICE_CODE)}"
+                f"{_xml('errorCode', code)}"
                 f"{_xml('errorMessage', msg)}</item>"
             )
         return f"<errorSet>{''.join(items)}</errorSet>"

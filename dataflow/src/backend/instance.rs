@@ -59,6 +59,12 @@ pub struct Instance {
     /// Offerings CreateFleet tried first and found without capacity (the
     /// InsufficientInstanceCapacity entries in an instant fleet's `Errors`), cheapest first.
     pub fleet_errors: Vec<OfferingKey>,
+    /// The capacity reservation it runs in (`cr-…`), for capacity type `reserved`.
+    #[serde(default)]
+    pub capacity_reservation_id: Option<String>,
+    /// That reservation's type: `default` or `capacity-block`.
+    #[serde(default)]
+    pub capacity_reservation_type: Option<String>,
 }
 
 impl Instance {

@@ -236,6 +236,23 @@ impl CatalogEntry {
         })
     }
 
+    /// The AMI variant the type boots, as Karpenter's aliases choose it: `nvidia` for NVIDIA
+    /// GPUs, `neuron` for Inferentia / Trainium, `standard` otherwise.
+    pub fn ami_variant(&self) -> &'static str {
+        if self.gpu_count > 0
+            && self
+                .gpu_manufacturer
+                .as_deref()
+                .is_some_and(|m| m.eq_ignore_ascii_case("nvidia"))
+        {
+            "nvidia"
+        } else if self.neuron_device_count > 0 {
+            "neuron"
+        } else {
+            "standard"
+        }
+    }
+
     /// True for Graviton-style types, whose first listed architecture is `arm64` (Karpenter takes
     /// 64 MiB of CMA memory off these).
     pub fn is_arm64_first(&self) -> bool {

@@ -24,7 +24,7 @@ pub use capacity::{
 };
 pub use entry::{category_and_generation, CatalogEntry};
 pub use labels::{lower_kebab, requirements, OS_LINUX};
-pub use offerings::{TypeOfferings, Zone};
+pub use offerings::{reserved_offerings, TypeOfferings, Zone};
 pub use overhead::{
     eviction_threshold, kube_reserved, overhead, threshold_value, DEFAULT_MEMORY_AVAILABLE,
     DEFAULT_NODEFS_AVAILABLE, MEMORY_AVAILABLE, NODEFS_AVAILABLE,

@@ -3,8 +3,8 @@
 
 use super::csv::Table;
 use super::CatalogError;
-use crate::model::labels::{CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT};
-use crate::model::{Offering, Price};
+use crate::model::labels::{CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_RESERVED, CAPACITY_TYPE_SPOT};
+use crate::model::{CapacityReservation, Offering, Price};
 use std::collections::{BTreeMap, BTreeSet};
 
 pub(crate) const OFFERINGS_FILE: &str = "data/catalog/offerings.csv";
@@ -28,18 +28,31 @@ pub struct TypeOfferings {
     pub on_demand: Option<f64>,
     /// The spot advisor's average saving over on-demand, in percent (Linux).
     pub spot_savings_pct: Option<f64>,
+    /// Spot prices per zone (DescribeSpotPriceHistory), where EC2 gave them; a zone missing
+    /// here is priced at [`TypeOfferings::spot_estimate`].
+    pub spot_by_zone: BTreeMap<String, f64>,
 }
 
 impl TypeOfferings {
     /// The estimated spot price: `on_demand × (1 − savings_pct / 100)`. The spot advisor gives a
-    /// regional saving, not a per-zone spot price, so every zone gets the same estimate.
+    /// regional saving, not a per-zone spot price: the estimate is for zones without a price of
+    /// their own in `spot_by_zone`.
     pub fn spot_estimate(&self) -> Option<f64> {
         Some(self.on_demand? * (1.0 - self.spot_savings_pct? / 100.0))
     }
 
+    /// The spot price in one zone: EC2's for the zone, else the estimate.
+    pub fn spot_price(&self, zone: &str) -> Option<f64> {
+        self.spot_by_zone
+            .get(zone)
+            .copied()
+            .or_else(|| self.spot_estimate())
+    }
+
     /// One available on-demand offering per zone, plus a spot one where `spot_supported` and
-    /// the spot advisor has a saving for the type, limited to `zones` when given. Empty when the
-    /// region has no on-demand price for the type. Sorted by zone, then capacity type.
+    /// a spot price is known (the zone's own, or the spot advisor's estimate), limited to
+    /// `zones` when given. Empty when the region has no on-demand price for the type. Sorted by
+    /// zone, then capacity type.
     pub fn offerings(
         &self,
         spot_supported: bool,
@@ -48,7 +61,6 @@ impl TypeOfferings {
         let Some(on_demand) = self.on_demand else {
             return Vec::new();
         };
-        let spot = self.spot_estimate().filter(|_| spot_supported);
         let mut out = Vec::new();
         for zone in &self.zones {
             if zones.is_some_and(|allowed| !allowed.contains(&zone.name)) {
@@ -62,12 +74,59 @@ impl TypeOfferings {
                 available: true,
             };
             out.push(offering(CAPACITY_TYPE_ON_DEMAND, on_demand));
-            if let Some(spot) = spot {
+            if let Some(spot) = self.spot_price(&zone.name).filter(|_| spot_supported) {
                 out.push(offering(CAPACITY_TYPE_SPOT, spot));
             }
         }
         out
     }
+
+    /// The `reserved` offerings of `reservations` for this type (see [`reserved_offerings`]).
+    pub fn reserved(
+        &self,
+        instance_type: &str,
+        reservations: &[CapacityReservation],
+        zones: Option<&BTreeSet<String>>,
+    ) -> Vec<Offering> {
+        reserved_offerings(instance_type, reservations, zones, |zone| {
+            self.zones
+                .iter()
+                .find(|z| z.name == zone)
+                .map(|z| z.id.clone())
+                .unwrap_or_default()
+        })
+    }
+}
+
+/// One `reserved` offering per zone where `reservations` hold `instance_type`, limited to
+/// `zones` when given, priced at zero as Karpenter prices reserved capacity (it is paid for
+/// whether used or not, so it is preferred and consolidation moves work onto it). Available
+/// while some reservation in the zone may still take an instance (or does not say).
+pub fn reserved_offerings(
+    instance_type: &str,
+    reservations: &[CapacityReservation],
+    zones: Option<&BTreeSet<String>>,
+    zone_id: impl Fn(&str) -> String,
+) -> Vec<Offering> {
+    let mut by_zone: BTreeMap<&str, bool> = BTreeMap::new();
+    for r in reservations {
+        if r.instance_type != instance_type
+            || zones.is_some_and(|allowed| !allowed.contains(&r.zone))
+        {
+            continue;
+        }
+        *by_zone.entry(r.zone.as_str()).or_insert(false) |= r.available != Some(0);
+    }
+    by_zone
+        .into_iter()
+        .map(|(zone, available)| Offering {
+            zone: zone.to_string(),
+            zone_id: zone_id(zone),
+            capacity_type: CAPACITY_TYPE_RESERVED.to_string(),
+            price: Price::from_dollars(0.0),
+            available,
+        })
+        .collect()
 }
 
 /// The region's offerings, keyed by instance type, from the three region files.

@@ -2,11 +2,11 @@
 
 use super::*;
 use crate::model::labels::{
-    ARCH, CAPACITY_TYPE, CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_SPOT, INSTANCE_CATEGORY,
-    INSTANCE_CPU, INSTANCE_CPU_MANUFACTURER, INSTANCE_FAMILY, INSTANCE_GENERATION,
-    INSTANCE_GPU_COUNT, INSTANCE_GPU_MANUFACTURER, INSTANCE_GPU_MEMORY, INSTANCE_GPU_NAME,
-    INSTANCE_HYPERVISOR, INSTANCE_LOCAL_NVME, INSTANCE_MEMORY, INSTANCE_NETWORK_BANDWIDTH,
-    INSTANCE_SIZE, INSTANCE_TYPE, OS, REGION, ZONE, ZONE_ID,
+    ARCH, CAPACITY_TYPE, CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_RESERVED, CAPACITY_TYPE_SPOT,
+    INSTANCE_CATEGORY, INSTANCE_CPU, INSTANCE_CPU_MANUFACTURER, INSTANCE_FAMILY,
+    INSTANCE_GENERATION, INSTANCE_GPU_COUNT, INSTANCE_GPU_MANUFACTURER, INSTANCE_GPU_MEMORY,
+    INSTANCE_GPU_NAME, INSTANCE_HYPERVISOR, INSTANCE_LOCAL_NVME, INSTANCE_MEMORY,
+    INSTANCE_NETWORK_BANDWIDTH, INSTANCE_SIZE, INSTANCE_TYPE, OS, REGION, ZONE, ZONE_ID,
 };
 use crate::model::quantity::{mib, units};
 use crate::model::resources::NVIDIA_GPU;
@@ -528,4 +528,84 @@ fn malformed_rows_name_file_line_and_field() {
         }
         other => panic!("expected Malformed, got {other:?}"),
     }
+}
+
+#[test]
+fn capacity_reservations_add_free_reserved_offerings_in_their_zones() {
+    let reservation =
+        |id: &str, t: &str, zone: &str, available: Option<i64>| crate::model::CapacityReservation {
+            id: id.into(),
+            instance_type: t.into(),
+            zone: zone.into(),
+            reservation_type: "default".into(),
+            available,
+            end_ms: None,
+        };
+    let opts = ResolveOptions {
+        zones: Some(set(&["us-east-1a", "us-east-1b"])),
+        reservations: vec![
+            reservation("cr-1", "m5.large", "us-east-1a", Some(2)),
+            reservation("cr-2", "m5.large", "us-east-1b", Some(0)),
+            // Outside the node class's zones: not offered.
+            reservation("cr-3", "m5.large", "us-east-1c", Some(5)),
+        ],
+        ..ResolveOptions::default()
+    };
+    let m5 = resolve_one("m5.large", &opts);
+    let reserved: Vec<_> = m5
+        .offerings
+        .iter()
+        .filter(|o| o.capacity_type == CAPACITY_TYPE_RESERVED)
+        .collect();
+    assert_eq!(reserved.len(), 2, "{reserved:?}");
+    assert_eq!(reserved[0].zone, "us-east-1a");
+    assert_eq!(reserved[0].price, Price::from_dollars(0.0));
+    assert!(reserved[0].available);
+    assert_eq!(reserved[0].zone_id, zone_id_of(&m5, "us-east-1a"));
+    assert_eq!(reserved[1].zone, "us-east-1b");
+    assert!(!reserved[1].available, "a full reservation is unavailable");
+    assert!(values(&m5, CAPACITY_TYPE).contains(CAPACITY_TYPE_RESERVED));
+    // Other types are untouched.
+    let c5 = resolve_one("c5.large", &opts);
+    assert!(c5
+        .offerings
+        .iter()
+        .all(|o| o.capacity_type != CAPACITY_TYPE_RESERVED));
+}
+
+fn zone_id_of(it: &InstanceType, zone: &str) -> String {
+    it.offerings
+        .iter()
+        .find(|o| o.zone == zone && o.capacity_type == CAPACITY_TYPE_ON_DEMAND)
+        .map(|o| o.zone_id.clone())
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_node_class_whose_amis_lack_a_variant_leaves_out_its_types() {
+    let mut status = crate::model::NodeClassStatus::default();
+    status.ami_by_arch.insert("amd64".into(), "ami-std".into());
+    status
+        .ami_by_arch
+        .insert("amd64/nvidia".into(), "ami-gpu".into());
+    status.ami_variants_missing.insert("amd64/neuron".into());
+    let opts = ResolveOptions {
+        amis: Some(status),
+        ..ResolveOptions::default()
+    };
+    let types = resolve_all(&opts);
+    let has = |name: &str| types.iter().any(|t| t.name == name);
+    assert!(has("m5.large"));
+    assert!(has("g4dn.xlarge"), "the NVIDIA image serves it");
+    assert!(!has("inf1.xlarge"), "no Neuron image");
+    assert!(!has("m6g.large"), "no arm64 image at all");
+    // AMIs chosen by tags serve every type of their architecture.
+    let mut by_tags = crate::model::NodeClassStatus::default();
+    by_tags.ami_by_arch.insert("amd64".into(), "ami-any".into());
+    let types = resolve_all(&ResolveOptions {
+        amis: Some(by_tags),
+        ..ResolveOptions::default()
+    });
+    assert!(types.iter().any(|t| t.name == "inf1.xlarge"));
+    assert!(types.iter().any(|t| t.name == "g4dn.xlarge"));
 }

@@ -41,6 +41,10 @@ pub const INSTANCE_ENCRYPTION_IN_TRANSIT: &str =
 pub const CAPACITY_TYPE_ON_DEMAND: &str = "on-demand";
 pub const CAPACITY_TYPE_SPOT: &str = "spot";
 pub const CAPACITY_TYPE_RESERVED: &str = "reserved";
+/// The capacity reservation a node was launched into (Karpenter's AWS provider sets it).
+pub const CAPACITY_RESERVATION_ID: &str = "karpenter.k8s.aws/capacity-reservation-id";
+/// That reservation's type: `default` or `capacity-block`.
+pub const CAPACITY_RESERVATION_TYPE: &str = "karpenter.k8s.aws/capacity-reservation-type";
 
 /// Annotation and taint names Karpenter uses.
 pub const DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";

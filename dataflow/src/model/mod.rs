@@ -18,7 +18,8 @@ pub use instance_type::{InstanceType, Offering, Price};
 pub use kubelet::{KubeletConfig, Threshold};
 pub use node::{DaemonSet, LaunchedWith, Node, PodDisruptionBudget};
 pub use nodepool::{
-    Budget, ConsolidationPolicy, Disruption, EC2NodeClass, NodeClassStatus, NodeOverlay, NodePool,
+    Budget, CapacityReservation, ConsolidationPolicy, Disruption, EC2NodeClass, NodeClassStatus,
+    NodeOverlay, NodePool,
 };
 pub use pod::{Pod, PodAffinityTerm, PodScheduling, TopologySpread, WhenUnsatisfiable};
 pub use quantity::{parse_quantity, Milli};

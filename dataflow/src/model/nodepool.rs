@@ -83,8 +83,61 @@ pub struct NodeClassStatus {
     /// The subnet an instance in each zone is launched into (CreateFleet needs one per zone; of
     /// several in a zone, the first listed: Karpenter lists the one with most free IPs first).
     pub subnet_by_zone: BTreeMap<String, String>,
-    /// The AMI an instance of each `kubernetes.io/arch` boots (the newest resolved for it).
+    /// The AMI an instance of each `kubernetes.io/arch` boots (the newest resolved for it), and
+    /// for accelerated types the variant an alias resolved (`amd64/nvidia`, `amd64/neuron`):
+    /// see [`NodeClassStatus::ami_for`].
     pub ami_by_arch: BTreeMap<String, String>,
+    /// Variants (`arm64/neuron`) an alias's family defines but for which no image was found:
+    /// types needing them cannot launch with this EC2NodeClass.
+    pub ami_variants_missing: BTreeSet<String>,
+    /// `status.capacityReservations`: the reservations its nodes may launch into.
+    pub capacity_reservations: Vec<CapacityReservation>,
+}
+
+impl NodeClassStatus {
+    /// The AMI an instance type of `arch` with AMI `variant` (`standard`, `nvidia`, `neuron`)
+    /// boots: the alias's variant image when one was resolved, none when the alias's family
+    /// has the variant but no image was found (as Karpenter leaves such types out), else the
+    /// architecture's image (AMIs chosen by id, name or tags serve every type of their
+    /// architecture, as Karpenter's do).
+    pub fn ami_for(&self, arch: &str, variant: &str) -> Option<&str> {
+        let key = self.ami_key(arch, variant)?;
+        self.ami_by_arch.get(&key).map(String::as_str)
+    }
+
+    /// The key of `ami_by_arch` [`NodeClassStatus::ami_for`] reads (`amd64`, `amd64/nvidia`).
+    pub fn ami_key(&self, arch: &str, variant: &str) -> Option<String> {
+        if variant != "standard" {
+            let key = format!("{arch}/{variant}");
+            if self.ami_by_arch.contains_key(&key) {
+                return Some(key);
+            }
+            if self.ami_variants_missing.contains(&key) {
+                return None;
+            }
+        }
+        self.ami_by_arch
+            .contains_key(arch)
+            .then(|| arch.to_string())
+    }
+}
+
+/// A capacity reservation an EC2NodeClass selects (On-Demand Capacity Reservation or capacity
+/// block): Karpenter offers it as capacity type `reserved` of its type in its zone, priced as
+/// free (it is paid for whether used or not).
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct CapacityReservation {
+    /// `cr-…`
+    pub id: String,
+    pub instance_type: String,
+    pub zone: String,
+    /// `default` or `capacity-block`.
+    pub reservation_type: String,
+    /// Instances it can still take, when known (DescribeCapacityReservations; a status read
+    /// from a manifest does not say). At zero it is offered as unavailable.
+    pub available: Option<i64>,
+    /// When it ends (ms since the epoch), for capacity blocks.
+    pub end_ms: Option<i64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
