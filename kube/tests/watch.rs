@@ -73,6 +73,17 @@ fn object(value: serde_json::Value) -> DynamicObject {
     serde_json::from_value(value).expect("an object")
 }
 
+fn nodepool(weight: i64) -> DynamicObject {
+    object(json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+        "metadata": {"name": "general"},
+        "spec": {"template": {"spec": {
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}]}},
+            "weight": weight},
+    }))
+}
+
 fn pod(name: &str, unschedulable: bool, node: Option<&str>) -> DynamicObject {
     let mut v = json!({
         "apiVersion": "v1", "kind": "Pod",
@@ -101,17 +112,7 @@ fn objects_become_facts_and_a_broken_watch_relists_without_losing_or_duplicating
     let pp = PostParams::default();
     rt.block_on(async {
         pools
-            .create(
-                &pp,
-                &object(json!({
-                    "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
-                    "metadata": {"name": "general"},
-                    "spec": {"template": {"spec": {
-                        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                        "requirements": [{"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}]}},
-                        "weight": 10},
-                })),
-            )
+            .create(&pp, &nodepool(10))
             .await
             .expect("create NodePool");
         classes
@@ -206,17 +207,7 @@ fn objects_become_facts_and_a_broken_watch_relists_without_losing_or_duplicating
     peer.control("POST", "/_peer/reset", "");
     rt.block_on(async {
         pools
-            .create(
-                &pp,
-                &object(json!({
-                    "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
-                    "metadata": {"name": "general"},
-                    "spec": {"template": {"spec": {
-                        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                        "requirements": []}},
-                        "weight": 20},
-                })),
-            )
+            .create(&pp, &nodepool(20))
             .await
             .expect("create NodePool");
         pods.create(&pp, &pod("late", true, None))
