@@ -44,6 +44,10 @@ pub const WATCHED: &[WatchedKind] = &[
     ),
 ];
 
+/// NodeClaims: what the controller writes (read back through the manifest reader with their
+/// Nodes, a step still to come).
+pub const NODECLAIM: WatchedKind = kind("karpenter.sh", "v1", "NodeClaim", "nodeclaims", false);
+
 const fn kind(
     group: &'static str,
     version: &'static str,

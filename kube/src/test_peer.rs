@@ -59,10 +59,14 @@ impl KubePeer {
         format!("http://127.0.0.1:{}", self.port)
     }
 
-    /// A kube-rs client for the peer (plain HTTP, no credentials).
+    /// A kube-rs configuration for the peer (plain HTTP, no credentials).
+    pub fn config(&self) -> kube::Config {
+        kube::Config::new(self.url().parse().expect("the peer's URL"))
+    }
+
+    /// A kube-rs client for the peer; must be made inside a tokio runtime.
     pub fn client(&self) -> kube::Client {
-        let url = self.url().parse().expect("the peer's URL");
-        kube::Client::try_from(kube::Config::new(url)).expect("a client for the test peer")
+        kube::Client::try_from(self.config()).expect("a client for the test peer")
     }
 
     /// A plain HTTP request to the peer's control endpoints (`/_peer/...`); the answer's body.

@@ -1,0 +1,292 @@
+//! A NodeClaim as Karpenter's `karpenter.sh/v1` object: what the controller creates for a launch
+//! decision before it calls CreateFleet (the durable record of the intent to launch, which a
+//! restart or a new leader reads back instead of launching again), and the status it writes once
+//! the instance exists. The spec says what the engine decided: the launch's requirements with
+//! its instance types, zones and capacity types as `In` requirements (as Karpenter narrows a
+//! NodeClaim to the options it launches with), the NodePool's taints and startup taints, the
+//! EC2NodeClass it launches with; the finalizer `karpenter.sh/termination` holds it until its
+//! instance is gone.
+
+use dovetail_dataflow::backend::NodeClaim;
+use dovetail_dataflow::model::labels::{CAPACITY_TYPE, INSTANCE_TYPE, NODEPOOL, ZONE};
+use dovetail_dataflow::model::{Operator, Requirement, Requirements, Resources, Taint};
+use serde_json::{json, Map, Value};
+
+/// Karpenter's finalizer on NodeClaims and Nodes: removed once the instance is terminated.
+pub const TERMINATION_FINALIZER: &str = "karpenter.sh/termination";
+
+/// The object to create for `claim`, launched with EC2NodeClass `node_class`; `taints` and
+/// `startup_taints` are its NodePool's.
+pub fn nodeclaim_object(claim: &NodeClaim, node_class: Option<&str>, taints: &[Taint]) -> Value {
+    let launch = &claim.launch;
+    let mut requirements = launch.requirements.clone();
+    let mut narrow = |key: &str, values: &[String]| {
+        if !values.is_empty() {
+            let min_values = requirements.get(key).and_then(|r| r.min_values);
+            requirements.add(
+                key,
+                Requirement::new(Operator::In, values.iter().cloned()).with_min_values(min_values),
+            );
+        }
+    };
+    narrow(INSTANCE_TYPE, &launch.instance_types);
+    narrow(ZONE, &launch.zones);
+    narrow(CAPACITY_TYPE, &launch.capacity_types);
+    let mut labels = Map::new();
+    labels.insert(NODEPOOL.into(), Value::from(claim.nodepool.clone()));
+    let mut spec = Map::new();
+    spec.insert(
+        "requirements".into(),
+        Value::from(requirements_json(&requirements)),
+    );
+    if let Some(class) = node_class {
+        spec.insert(
+            "nodeClassRef".into(),
+            json!({"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": class}),
+        );
+    }
+    if !taints.is_empty() {
+        spec.insert("taints".into(), Value::from(taints_json(taints)));
+    }
+    if !claim.startup_taints.is_empty() {
+        spec.insert(
+            "startupTaints".into(),
+            Value::from(taints_json(&claim.startup_taints)),
+        );
+    }
+    json!({
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {
+            "name": claim.name,
+            "labels": labels,
+            "annotations": claim.annotations,
+            "finalizers": [TERMINATION_FINALIZER],
+        },
+        "spec": spec,
+    })
+}
+
+/// The status once CreateFleet answered: provider id, the node's name, capacity and
+/// allocatable, and the `Launched` condition (`Registered` once its Node joined).
+pub fn nodeclaim_status(claim: &NodeClaim, now_rfc3339: &str) -> Option<Value> {
+    let node = claim.status.as_ref()?;
+    let condition = |kind: &str, status: bool| {
+        json!({"type": kind, "status": if status { "True" } else { "False" },
+            "reason": kind, "lastTransitionTime": now_rfc3339})
+    };
+    let mut conditions = vec![condition("Launched", true)];
+    conditions.push(condition("Registered", claim.registered));
+    Some(json!({
+        "status": {
+            "providerID": node.provider_id,
+            "nodeName": node.name,
+            "capacity": resources_json(&node.capacity),
+            "allocatable": resources_json(&node.allocatable),
+            "conditions": conditions,
+        }
+    }))
+}
+
+/// Requirements as a NodeSelectorRequirement list (with `minValues`); a bounded requirement
+/// also gets its `Gt` / `Lt` entries, as Karpenter writes them.
+pub fn requirements_json(requirements: &Requirements) -> Vec<Value> {
+    let mut out = Vec::new();
+    for (key, r) in &requirements.0 {
+        let op = r.operator();
+        let bounded = r.greater_than.is_some() || r.less_than.is_some();
+        // `Exists` with a bound says nothing the bound does not.
+        if !(bounded && op == Operator::Exists) {
+            let mut entry = json!({"key": key, "operator": format!("{op:?}")});
+            if matches!(op, Operator::In | Operator::NotIn) {
+                entry["values"] = Value::from(r.values.iter().cloned().collect::<Vec<_>>());
+            }
+            if let Some(m) = r.min_values {
+                entry["minValues"] = Value::from(m);
+            }
+            out.push(entry);
+        }
+        if let Some(gt) = r.greater_than {
+            out.push(json!({"key": key, "operator": "Gt", "values": [gt.to_string()]}));
+        }
+        if let Some(lt) = r.less_than {
+            out.push(json!({"key": key, "operator": "Lt", "values": [lt.to_string()]}));
+        }
+    }
+    out
+}
+
+fn taints_json(taints: &[Taint]) -> Vec<Value> {
+    taints
+        .iter()
+        .map(|t| {
+            let mut v = json!({"key": t.key, "effect": format!("{:?}", t.effect)});
+            if !t.value.is_empty() {
+                v["value"] = Value::from(t.value.clone());
+            }
+            v
+        })
+        .collect()
+}
+
+fn resources_json(resources: &Resources) -> Map<String, Value> {
+    resources
+        .iter()
+        .map(|(name, milli)| (name.to_string(), Value::from(quantity_text(milli))))
+        .collect()
+}
+
+/// A quantity as Kubernetes writes it: whole units plainly, else in milli-units (`250m`).
+fn quantity_text(milli: i64) -> String {
+    if milli % 1000 == 0 {
+        (milli / 1000).to_string()
+    } else {
+        format!("{milli}m")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dovetail_dataflow::decisions::Launch;
+    use dovetail_dataflow::model::{Effect, Node};
+
+    fn claim() -> NodeClaim {
+        let mut requirements = Requirements::new();
+        requirements.add(
+            "karpenter.k8s.aws/instance-category",
+            Requirement::new(Operator::In, ["c", "m"]),
+        );
+        requirements.add(
+            "kubernetes.io/arch",
+            Requirement::new(Operator::NotIn, ["arm64"]),
+        );
+        requirements.add(
+            "karpenter.k8s.aws/instance-generation",
+            Requirement::new(Operator::Gt, ["4"]),
+        );
+        requirements.add(
+            INSTANCE_TYPE,
+            Requirement::new(Operator::Exists, Vec::<String>::new()).with_min_values(Some(2)),
+        );
+        NodeClaim {
+            name: "general-x7k2p".into(),
+            nodepool: "general".into(),
+            launch: Launch {
+                name: "general-x7k2p".into(),
+                nodepool: "general".into(),
+                instance_types: vec!["c5.large".into(), "m5.large".into()],
+                zones: vec!["us-east-1a".into()],
+                capacity_types: vec!["on-demand".into()],
+                requirements,
+                price: dovetail_dataflow::model::Price::from_dollars(0.085),
+                pods_by_class: Vec::new(),
+            },
+            created_ms: 0,
+            startup_taints: vec![Taint {
+                key: "example.com/warming".into(),
+                value: String::new(),
+                effect: Effect::NoSchedule,
+            }],
+            status: None,
+            registered: false,
+            annotations: [("dovetail.sh/nodepool-hash".to_string(), "abc".to_string())].into(),
+        }
+    }
+
+    #[test]
+    fn the_object_narrows_requirements_to_the_launch_and_reads_back() {
+        let mut c = claim();
+        let taints = [Taint {
+            key: "dedicated".into(),
+            value: "ml".into(),
+            effect: Effect::NoSchedule,
+        }];
+        let mut object = nodeclaim_object(&c, Some("default"), &taints);
+        let reqs = object["spec"]["requirements"]
+            .as_array()
+            .expect("a list")
+            .clone();
+        let find = |key: &str, op: &str| {
+            reqs.iter()
+                .find(|r| r["key"] == key && r["operator"] == op)
+                .cloned()
+                .unwrap_or_else(|| panic!("{key} {op} in {reqs:?}"))
+        };
+        assert_eq!(
+            find(INSTANCE_TYPE, "In")["values"],
+            json!(["c5.large", "m5.large"])
+        );
+        assert_eq!(find(INSTANCE_TYPE, "In")["minValues"], json!(2));
+        assert_eq!(find(ZONE, "In")["values"], json!(["us-east-1a"]));
+        assert_eq!(
+            find("kubernetes.io/arch", "NotIn")["values"],
+            json!(["arm64"])
+        );
+        assert_eq!(
+            find("karpenter.k8s.aws/instance-generation", "Gt")["values"],
+            json!(["4"])
+        );
+        assert!(
+            !reqs
+                .iter()
+                .any(|r| r["key"] == "karpenter.k8s.aws/instance-generation"
+                    && r["operator"] == "Exists"),
+            "a bound needs no Exists: {reqs:?}"
+        );
+        assert_eq!(
+            object["metadata"]["finalizers"],
+            json!([TERMINATION_FINALIZER])
+        );
+        assert_eq!(object["spec"]["nodeClassRef"]["name"], "default");
+        assert_eq!(
+            object["spec"]["startupTaints"],
+            json!([{"key": "example.com/warming", "effect": "NoSchedule"}])
+        );
+
+        // With its status, the manifest reader sees it as the in-flight node it is.
+        c.status = Some(Node {
+            name: "ip-10-0-0-1.ec2.internal".into(),
+            provider_id: Some("aws:///us-east-1a/i-0123456789abcdef0".into()),
+            capacity: Resources {
+                cpu: 2_000,
+                memory: 4_294_967_296_000,
+                ..Resources::default()
+            },
+            allocatable: Resources {
+                cpu: 1_930,
+                memory: 3_500_000_000_000,
+                ..Resources::default()
+            },
+            ..Node::default()
+        });
+        let status = nodeclaim_status(&c, "2026-12-03T00:00:00Z").expect("a status");
+        object["status"] = status["status"].clone();
+        let m = dovetail_ingest::load_values("claims", vec![object]).expect("reads back");
+        assert_eq!(m.nodes.len(), 1, "{:?}", m.notes);
+        let n = &m.nodes[0];
+        assert!(n.in_flight);
+        assert_eq!(n.nodeclaim.as_deref(), Some("general-x7k2p"));
+        assert_eq!(
+            n.provider_id,
+            c.status.as_ref().and_then(|s| s.provider_id.clone())
+        );
+        assert_eq!(n.labels.get(NODEPOOL).map(String::as_str), Some("general"));
+        assert_eq!(n.labels.get(ZONE).map(String::as_str), Some("us-east-1a"));
+        assert_eq!(n.allocatable.get("cpu"), 1_930);
+        assert_eq!(n.taints, taints.to_vec());
+        assert_eq!(
+            n.annotations
+                .get("dovetail.sh/nodepool-hash")
+                .map(String::as_str),
+            Some("abc")
+        );
+    }
+
+    #[test]
+    fn quantities_are_written_as_kubernetes_writes_them() {
+        assert_eq!(quantity_text(2_000), "2");
+        assert_eq!(quantity_text(1_930), "1930m");
+        assert_eq!(quantity_text(4_294_967_296_000), "4294967296");
+    }
+}
