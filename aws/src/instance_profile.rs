@@ -151,15 +151,15 @@ pub async fn ensure(
     Ok(name.to_string())
 }
 
-/// Deletes the profiles under `path` that `in_use` (the names the EC2NodeClasses launch with)
-/// does not hold and no live instance of the cluster (tagged `cluster_tag`) runs with: the
-/// roles are taken out, then the profile deleted. Returns the names deleted.
+/// Deletes the profiles under `path` that neither `in_use` (the names the EC2NodeClasses launch
+/// with) nor `attached` (the profiles the cluster's live instances run with, from its instance
+/// listing) holds: the roles are taken out, then the profile deleted. Returns the names deleted.
 pub async fn delete_unused(
     iam: &aws_sdk_iam::Client,
-    ec2: &aws_sdk_ec2::Client,
     calls: &Calls,
-    (cluster_tag, path): (&str, &str),
+    path: &str,
     in_use: &BTreeSet<String>,
+    attached: &BTreeSet<String>,
 ) -> Result<Vec<String>, AwsError> {
     const LIST: &str = "ListInstanceProfiles";
     let pages = calls
@@ -190,50 +190,6 @@ pub async fn delete_unused(
                     .collect(),
             )
         })
-        .collect();
-    if unused.is_empty() {
-        return Ok(Vec::new());
-    }
-    // Profiles still attached to a live instance stay (its credentials come from them).
-    const DESCRIBE: &str = "DescribeInstances";
-    let filters = vec![
-        aws_sdk_ec2::types::Filter::builder()
-            .name("tag-key")
-            .values(cluster_tag)
-            .build(),
-        aws_sdk_ec2::types::Filter::builder()
-            .name("instance-state-name")
-            .set_values(Some(
-                ["pending", "running", "stopping", "stopped", "shutting-down"]
-                    .map(String::from)
-                    .to_vec(),
-            ))
-            .build(),
-    ];
-    let filters = &filters;
-    let listed = calls
-        .pages(
-            DESCRIBE,
-            usize::MAX,
-            |token| async move {
-                ec2.describe_instances()
-                    .set_filters(Some(filters.clone()))
-                    .max_results(1000)
-                    .set_next_token(token)
-                    .send()
-                    .await
-                    .map_err(|e| from_sdk(DESCRIBE, e))
-            },
-            |p| p.next_token(),
-        )
-        .await?;
-    let attached: BTreeSet<String> = listed
-        .iter()
-        .flat_map(|p| p.reservations())
-        .flat_map(|r| r.instances())
-        .filter_map(|i| i.iam_instance_profile()?.arn())
-        .filter_map(|arn| arn.rsplit('/').next())
-        .map(str::to_string)
         .collect();
     let mut deleted = Vec::new();
     for (name, roles) in unused {

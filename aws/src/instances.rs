@@ -7,6 +7,7 @@ use crate::error::{from_sdk, AwsError};
 use aws_sdk_ec2::types::{Filter, InstanceStateName};
 use dovetail_dataflow::backend::{Instance, InstanceState, OfferingKey};
 use dovetail_dataflow::model::Price;
+use std::collections::BTreeSet;
 
 const ACTION: &str = "DescribeInstances";
 
@@ -23,6 +24,15 @@ pub fn state(name: &InstanceStateName) -> InstanceState {
     }
 }
 
+/// One listing of this cluster's instances.
+#[derive(Debug, Clone, Default)]
+pub struct Listed {
+    pub instances: Vec<Instance>,
+    /// The instance profiles (by name) the instances not yet terminated run with: what
+    /// instance-profile garbage collection must keep.
+    pub profiles: BTreeSet<String>,
+}
+
 /// Every instance tagged `kubernetes.io/cluster/NAME`, terminated ones included while EC2 still
 /// lists them (so a termination is seen, not just an absence).
 pub async fn describe_cluster_instances(
@@ -32,7 +42,7 @@ pub async fn describe_cluster_instances(
     region: &str,
     now_ms: i64,
     price: &(dyn Fn(&OfferingKey) -> Option<Price> + Sync),
-) -> Result<Vec<Instance>, AwsError> {
+) -> Result<Listed, AwsError> {
     let pages = calls
         .pages(
             ACTION,
@@ -55,6 +65,7 @@ pub async fn describe_cluster_instances(
         )
         .await?;
     let mut out = Vec::new();
+    let mut profiles = BTreeSet::new();
     for page in &pages {
         for reservation in page.reservations() {
             for i in reservation.instances() {
@@ -99,6 +110,12 @@ pub async fn describe_cluster_instances(
                 let state = i.state().and_then(|s| s.name()).map(state).ok_or_else(|| {
                     AwsError::response(ACTION, object.clone(), "State.Name", "missing")
                 })?;
+                if state != InstanceState::Terminated {
+                    let profile = i.iam_instance_profile().and_then(|p| p.arn());
+                    if let Some(name) = profile.and_then(|arn| arn.rsplit('/').next()) {
+                        profiles.insert(name.to_string());
+                    }
+                }
                 let launched_ms = i
                     .launch_time()
                     .and_then(|t| t.to_millis().ok())
@@ -136,5 +153,8 @@ pub async fn describe_cluster_instances(
             }
         }
     }
-    Ok(out)
+    Ok(Listed {
+        instances: out,
+        profiles,
+    })
 }

@@ -11,7 +11,7 @@ use dovetail_dataflow::backend::{Cloud, CloudEvent, CloudEventKind, Instance, Of
 use dovetail_dataflow::catalog::{embedded, RegionCatalog, ResolveOptions};
 use dovetail_dataflow::decisions::Decision;
 use dovetail_dataflow::facts::{self, Fact, Interruption};
-use dovetail_dataflow::model::{Pod, Price};
+use dovetail_dataflow::model::{InstanceType, Pod, Price};
 use dovetail_ingest::trace::{
     AppliedObject, InterruptKind, InterruptTarget, ObjectKind, TimedEvent, TraceEvent,
 };
@@ -76,13 +76,10 @@ impl<C: Cloud> World<C> {
         build: impl dovetail_dataflow::engine::QueryBuilder,
         workers: usize,
     ) -> Result<World<C>, ReplayError> {
-        let fleet_types = catalog
-            .instance_types(&ResolveOptions::default())
-            .into_iter()
-            .map(|t| (t.name.clone(), t))
-            .collect();
         let mut control = ControlLoop::start(build, workers, settings)?;
-        control.actuator_mut().set_instance_types(fleet_types);
+        control
+            .actuator_mut()
+            .set_instance_types(region_types(&catalog));
         Ok(World {
             control,
             catalog,
@@ -142,12 +139,9 @@ impl<C: Cloud> World<C> {
     /// A catalogue discovered again: the region's types (what launches are built from) and each
     /// EC2NodeClass's instance-type facts follow it; types it no longer has are retracted.
     pub(crate) fn set_catalog(&mut self, catalog: Arc<RegionCatalog>) -> Result<(), ReplayError> {
-        let fleet_types = catalog
-            .instance_types(&ResolveOptions::default())
-            .into_iter()
-            .map(|t| (t.name.clone(), t))
-            .collect();
-        self.control.actuator_mut().set_instance_types(fleet_types);
+        self.control
+            .actuator_mut()
+            .set_instance_types(region_types(&catalog));
         self.catalog = catalog;
         self.refresh_instance_types()
     }
@@ -601,4 +595,14 @@ impl World<SimCloud> {
         }
         Ok(())
     }
+}
+
+/// The region's instance types by name, as launches are built from them (every zone, no node
+/// class's changes).
+fn region_types(catalog: &RegionCatalog) -> std::collections::BTreeMap<String, InstanceType> {
+    catalog
+        .instance_types(&ResolveOptions::default())
+        .into_iter()
+        .map(|t| (t.name.clone(), t))
+        .collect()
 }

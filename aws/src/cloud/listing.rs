@@ -4,9 +4,9 @@
 
 use super::{Completion, Ec2Cloud};
 use crate::error::AwsError;
-use crate::instances::describe_cluster_instances;
+use crate::instances::{describe_cluster_instances, Listed};
 use dovetail_dataflow::backend::{
-    CloudEvent, CloudEventKind, Instance, InstanceState, OfferingKey, TerminationCause,
+    CloudEvent, CloudEventKind, InstanceState, OfferingKey, TerminationCause,
 };
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -20,7 +20,7 @@ impl Ec2Cloud {
     pub(super) fn describe_future(
         &self,
         now_ms: i64,
-    ) -> impl std::future::Future<Output = Result<Vec<Instance>, AwsError>> + Send + 'static {
+    ) -> impl std::future::Future<Output = Result<Listed, AwsError>> + Send + 'static {
         let shared = Arc::clone(&self.shared);
         let prices = Arc::clone(&self.prices);
         async move {
@@ -59,9 +59,10 @@ impl Ec2Cloud {
     /// A new listing: state changes become events; an instance the listing lacks that was
     /// launched before it started is gone (at once if this process terminated it, after
     /// [`MISSING_GRACE_MS`] otherwise).
-    pub(super) fn reconcile(&mut self, now_ms: i64, started_ms: i64, listed: Vec<Instance>) {
+    pub(super) fn reconcile(&mut self, now_ms: i64, started_ms: i64, listed: Listed) {
+        self.profiles_in_use = listed.profiles;
         let mut seen = BTreeSet::new();
-        for mut fresh in listed {
+        for mut fresh in listed.instances {
             seen.insert(fresh.id.clone());
             match self.instances.get_mut(&fresh.id) {
                 Some(known) => {

@@ -47,7 +47,7 @@ enum Completion {
     },
     Described {
         started_ms: i64,
-        result: Result<Vec<Instance>, AwsError>,
+        result: Result<crate::instances::Listed, AwsError>,
     },
 }
 
@@ -86,6 +86,8 @@ pub struct Ec2Cloud {
     /// Instances a listing lacked, since when: EC2's listings are eventually consistent, so one
     /// absence is not an end.
     missing_since: BTreeMap<String, i64>,
+    /// Instance profiles this cluster's live instances run with (from the last listing).
+    profiles_in_use: BTreeSet<String>,
 }
 
 /// Each type's architecture and AMI variant, and each offering's price, from the catalogue.
@@ -160,6 +162,7 @@ impl Ec2Cloud {
             launches_in_flight: 0,
             terminations_in_flight: 0,
             missing_since: BTreeMap::new(),
+            profiles_in_use: BTreeSet::new(),
         };
         let now = wall_ms();
         let listed = cloud.runtime.block_on(cloud.describe_future(now))?;
@@ -331,8 +334,8 @@ impl Ec2Cloud {
     }
 
     /// Deletes the instance profiles made for this cluster that no EC2NodeClass launches with
-    /// any more and no live instance runs with, and waits for it (`run` does it when it resolves
-    /// selector terms again). Returns the names deleted.
+    /// any more and no live instance runs with (by the last listing), and waits for it (`run`
+    /// does it when it resolves selector terms again). Returns the names deleted.
     pub fn delete_unused_instance_profiles(&mut self) -> Result<Vec<String>, AwsError> {
         let settings = &self.shared.settings;
         let region = &self.shared.clients.region;
@@ -345,16 +348,15 @@ impl Ec2Cloud {
                 Some(source.name(&settings.cluster_name, region, &c.name))
             })
             .collect();
-        let tag = settings.cluster_tag_key();
         let path = crate::instance_profile::path(&settings.cluster_name);
         let deleted = self
             .runtime
             .block_on(crate::instance_profile::delete_unused(
                 &self.shared.clients.iam,
-                &self.shared.clients.ec2,
                 &self.shared.calls,
-                (&tag, &path),
+                &path,
                 &in_use,
+                &self.profiles_in_use,
             ))?;
         if let Ok(mut known) = self.shared.profiles.lock() {
             for name in &deleted {

@@ -608,6 +608,8 @@ fn instance_profiles_no_node_class_uses_are_deleted_once_no_instance_runs_with_t
         attached.as_deref().is_some_and(|a| a.ends_with(&made[0])),
         "the instance runs with the profile: {attached:?}"
     );
+    // The cloud learns what its instances run with from its listing.
+    s.cloud.refresh().expect("listing");
     assert!(s
         .cloud
         .delete_unused_instance_profiles()
@@ -617,6 +619,7 @@ fn instance_profiles_no_node_class_uses_are_deleted_once_no_instance_runs_with_t
     // Once the instance is terminated, it goes (its role taken out first).
     s.cloud.terminate(0, &instance.id);
     s.cloud.settle(Duration::from_secs(30));
+    s.cloud.refresh().expect("listing");
     assert_eq!(
         s.cloud
             .delete_unused_instance_profiles()
