@@ -11,6 +11,7 @@ mod control_loop;
 pub mod disruption;
 pub mod driver;
 pub mod garbage_collection;
+mod instance_types;
 mod launch;
 pub mod naming;
 pub mod overrides;

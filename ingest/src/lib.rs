@@ -16,6 +16,7 @@ mod loader;
 mod messages;
 mod meta;
 mod node;
+mod nodeclaim_record;
 mod nodeclass;
 mod nodepool;
 mod notes;
@@ -35,6 +36,7 @@ mod yaml;
 pub use capacity_blocks::RESERVATION_ID_LABEL;
 pub use error::ManifestError;
 pub use messages::{load_messages, parse_message, MessageError, Messages, Reading};
+pub use nodeclaim_record::read_nodeclaim;
 pub use time::{format_rfc3339_ms, parse_rfc3339_ms};
 
 use dovetail_dataflow::facts::Interruption;

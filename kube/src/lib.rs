@@ -1,8 +1,11 @@
 //! dovetail on Kubernetes: the controller's watches of Pods, Nodes and Karpenter's own objects
-//! (`karpenter.sh/v1`, `karpenter.k8s.aws/v1`) read into engine facts, and its writes (NodeClaims
-//! as Karpenter writes them, Node taints / cordons / annotations, evictions). A leaf crate only
-//! the binary depends on. Kubernetes API types of 1.33 (`k8s-openapi` feature `v1_33`).
+//! (`karpenter.sh/v1`, `karpenter.k8s.aws/v1`) read into engine facts, its writes (NodeClaims
+//! as Karpenter writes them, Node registration / taints / cordons, evictions, Events), and the
+//! live cluster as actuation's `Cluster`. A leaf crate only the binary depends on. Kubernetes
+//! API types of 1.33 (`k8s-openapi` feature `v1_33`).
 
+pub mod cluster;
+pub mod connect;
 pub mod kinds;
 pub mod nodeclaim;
 pub mod provisionable;
@@ -10,6 +13,7 @@ pub mod test_peer;
 pub mod watch;
 pub mod writes;
 
+pub use cluster::{ClusterCounts, KubeCluster};
 pub use kinds::{WatchedKind, WATCHED};
 pub use watch::{watch_all, FactUpdate, WatchStats};
 pub use writes::ClusterWriter;

@@ -8,8 +8,12 @@
 //! instance is gone.
 
 use dovetail_dataflow::backend::NodeClaim;
-use dovetail_dataflow::model::labels::{CAPACITY_TYPE, INSTANCE_TYPE, NODEPOOL, ZONE};
-use dovetail_dataflow::model::{Operator, Requirement, Requirements, Resources, Taint};
+use dovetail_dataflow::model::labels::{
+    CAPACITY_TYPE, INSTANCE_TYPE, NODEPOOL, UNREGISTERED_TAINT, ZONE,
+};
+use dovetail_dataflow::model::{
+    Effect, Node, Operator, Requirement, Requirements, Resources, Taint,
+};
 use serde_json::{json, Map, Value};
 
 /// Karpenter's finalizer on NodeClaims and Nodes: removed once the instance is terminated.
@@ -68,24 +72,91 @@ pub fn nodeclaim_object(claim: &NodeClaim, node_class: Option<&str>, taints: &[T
 }
 
 /// The status once CreateFleet answered: provider id, the node's name, capacity and
-/// allocatable, and the `Launched` condition (`Registered` once its Node joined).
-pub fn nodeclaim_status(claim: &NodeClaim, now_rfc3339: &str) -> Option<Value> {
+/// allocatable, and the conditions Karpenter sets: `Launched`, `Registered` once its Node
+/// joined, `Initialized` once that Node is Ready with its startup taints gone, and `Ready`
+/// with it.
+pub fn nodeclaim_status(claim: &NodeClaim, initialized: bool, now_rfc3339: &str) -> Option<Value> {
     let node = claim.status.as_ref()?;
     let condition = |kind: &str, status: bool| {
         json!({"type": kind, "status": if status { "True" } else { "False" },
             "reason": kind, "lastTransitionTime": now_rfc3339})
     };
-    let mut conditions = vec![condition("Launched", true)];
-    conditions.push(condition("Registered", claim.registered));
-    Some(json!({
+    let conditions = vec![
+        condition("Launched", true),
+        condition("Registered", claim.registered),
+        condition("Initialized", claim.registered && initialized),
+        condition("Ready", claim.registered && initialized),
+    ];
+    let mut status = json!({
+        "providerID": node.provider_id,
+        "nodeName": node.name,
+        "capacity": resources_json(&node.capacity),
+        "allocatable": resources_json(&node.allocatable),
+        "conditions": conditions,
+    });
+    if let Some(image) = &node.launched.image_id {
+        status["imageID"] = Value::from(image.clone());
+    }
+    if let Some(ms) = node.last_pod_event_ms {
+        status["lastPodEventTime"] = Value::from(dovetail_ingest::format_rfc3339_ms(ms));
+    }
+    Some(json!({ "status": status }))
+}
+
+/// The annotations a NodeClaim carries once launched: its own, and what the actuator recorded at
+/// launch (the drift hashes, subnet, security groups), which a restarted controller reads back.
+pub fn nodeclaim_annotations(claim: &NodeClaim) -> Map<String, Value> {
+    let mut out: Map<String, Value> = claim
+        .annotations
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::from(v.clone())))
+        .collect();
+    if let Some(node) = &claim.status {
+        for (k, v) in &node.annotations {
+            out.entry(k.clone())
+                .or_insert_with(|| Value::from(v.clone()));
+        }
+    }
+    out
+}
+
+/// The Node a kubelet registers for a launched NodeClaim (the simulated cloud's kubelet in
+/// `dovetail run --cloud sim`): the NodeClaim's labels and taints, passed to the kubelet in
+/// user data, plus `karpenter.sh/unregistered:NoExecute` (`--register-with-taints`), the
+/// provider id, capacity and allocatable, and `Ready=False` until it is initialised.
+pub fn kubelet_node(node: &Node, startup_taints: &[Taint], now_rfc3339: &str) -> Value {
+    let mut taints = node.taints.clone();
+    for t in startup_taints {
+        if !taints.contains(t) {
+            taints.push(t.clone());
+        }
+    }
+    taints.push(Taint {
+        key: UNREGISTERED_TAINT.to_string(),
+        value: String::new(),
+        effect: Effect::NoExecute,
+    });
+    json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": node.name, "labels": node.labels},
+        "spec": {"providerID": node.provider_id, "taints": taints_json(&taints)},
         "status": {
-            "providerID": node.provider_id,
-            "nodeName": node.name,
             "capacity": resources_json(&node.capacity),
             "allocatable": resources_json(&node.allocatable),
-            "conditions": conditions,
-        }
-    }))
+            "conditions": [{"type": "Ready", "status": "False", "reason": "KubeletNotReady",
+                "lastTransitionTime": now_rfc3339}],
+        },
+    })
+}
+
+/// A taint as the API writes it.
+pub fn taint_json(t: &Taint) -> Value {
+    let mut v = json!({"key": t.key, "effect": format!("{:?}", t.effect)});
+    if !t.value.is_empty() {
+        v["value"] = Value::from(t.value.clone());
+    }
+    v
 }
 
 /// Requirements as a NodeSelectorRequirement list (with `minValues`); a bounded requirement
@@ -117,16 +188,7 @@ pub fn requirements_json(requirements: &Requirements) -> Vec<Value> {
 }
 
 fn taints_json(taints: &[Taint]) -> Vec<Value> {
-    taints
-        .iter()
-        .map(|t| {
-            let mut v = json!({"key": t.key, "effect": format!("{:?}", t.effect)});
-            if !t.value.is_empty() {
-                v["value"] = Value::from(t.value.clone());
-            }
-            v
-        })
-        .collect()
+    taints.iter().map(taint_json).collect()
 }
 
 fn resources_json(resources: &Resources) -> Map<String, Value> {
@@ -260,8 +322,17 @@ mod tests {
             },
             ..Node::default()
         });
-        let status = nodeclaim_status(&c, "2026-12-03T00:00:00Z").expect("a status");
+        let status = nodeclaim_status(&c, false, "2026-12-03T00:00:00Z").expect("a status");
         object["status"] = status["status"].clone();
+        // A restarted controller reads the same launch back (with what it asked CreateFleet for).
+        let back = dovetail_ingest::read_nodeclaim("claims", &object).expect("a record");
+        assert_eq!(back.name, c.name);
+        assert_eq!(back.launch.instance_types, c.launch.instance_types);
+        assert_eq!(back.launch.zones, c.launch.zones);
+        assert_eq!(back.launch.capacity_types, c.launch.capacity_types);
+        assert_eq!(back.startup_taints, c.startup_taints);
+        assert_eq!(back.instance_id(), c.instance_id());
+        assert!(!back.registered);
         let m = dovetail_ingest::load_values("claims", vec![object]).expect("reads back");
         assert_eq!(m.nodes.len(), 1, "{:?}", m.notes);
         let n = &m.nodes[0];

@@ -5,14 +5,22 @@
 //! [`ClusterWriter::poll_replies`] naming the object, and nothing is retried silently.
 
 use crate::kinds::NODECLAIM;
-use crate::nodeclaim::{nodeclaim_object, nodeclaim_status};
+use crate::nodeclaim::{
+    kubelet_node, nodeclaim_annotations, nodeclaim_object, nodeclaim_status, TERMINATION_FINALIZER,
+};
 use crossbeam_channel::{Receiver, Sender};
-use dovetail_dataflow::backend::{ClusterReply, NodeClaim};
-use dovetail_dataflow::model::Taint;
+use dovetail_dataflow::backend::{ClusterEvent, ClusterReply, NodeClaim};
+use dovetail_dataflow::model::labels::UNREGISTERED_TAINT;
+use dovetail_dataflow::model::{Node as NodeRecord, Taint};
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, DeleteParams, DynamicObject, EvictParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, DeleteParams, DynamicObject, EvictParams, ListParams, Patch, PatchParams, PostParams,
+};
 use kube::Client;
 use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use tokio::sync::oneshot;
 
 /// How many times a read-modify-write of a Node is tried when its resourceVersion moved on.
 const CONFLICT_RETRIES: usize = 5;
@@ -26,7 +34,12 @@ pub struct ClusterWriter {
     runtime: tokio::runtime::Handle,
     sender: Sender<ClusterReply>,
     replies: Receiver<ClusterReply>,
+    /// The last write submitted for each object: the next one waits for it.
+    order: Mutex<HashMap<String, oneshot::Receiver<()>>>,
 }
+
+/// How many objects' last writes are remembered before finished ones are forgotten.
+const ORDER_PRUNE_AT: usize = 4096;
 
 fn failed(object: String, e: impl std::fmt::Display) -> ClusterReply {
     ClusterReply::Failed {
@@ -53,18 +66,45 @@ impl ClusterWriter {
             runtime,
             sender,
             replies,
+            order: Mutex::new(HashMap::new()),
         })
     }
 
-    fn submit<F>(&self, write: F)
+    /// The client the writes go through (the watches share it).
+    pub fn client(&self) -> Client {
+        self.client.clone()
+    }
+
+    /// Runs `write` on the runtime after every write submitted before it for the same
+    /// `object` (`Kind/name`; empty: no order), so a NodeClaim's status never races ahead of
+    /// its creation. Writes to different objects run concurrently.
+    fn submit<F>(&self, object: String, write: F)
     where
         F: std::future::Future<Output = Option<ClusterReply>> + Send + 'static,
     {
         let sender = self.sender.clone();
+        let (done, finished) = oneshot::channel::<()>();
+        let previous = if object.is_empty() {
+            None
+        } else {
+            let mut order = self.order.lock().unwrap_or_else(|p| p.into_inner());
+            if order.len() > ORDER_PRUNE_AT {
+                // Writes that have finished hold nothing back any more.
+                order.retain(|_, rx| {
+                    matches!(rx.try_recv(), Err(oneshot::error::TryRecvError::Empty))
+                });
+            }
+            order.insert(object, finished)
+        };
         self.runtime.spawn(async move {
+            if let Some(previous) = previous {
+                // A dropped sender (a write that panicked) releases the next one too.
+                let _ = previous.await;
+            }
             if let Some(reply) = write.await {
                 let _ = sender.send(reply);
             }
+            let _ = done.send(());
         });
     }
 
@@ -77,9 +117,9 @@ impl ClusterWriter {
     pub fn create_nodeclaim(&self, claim: &NodeClaim, node_class: Option<&str>, taints: &[Taint]) {
         let api = self.nodeclaims();
         let object = nodeclaim_object(claim, node_class, taints);
-        let status = nodeclaim_status(claim, &now_rfc3339());
+        let status = nodeclaim_status(claim, false, &now_rfc3339());
         let name = claim.name.clone();
-        self.submit(async move {
+        self.submit(format!("NodeClaim/{}", claim.name), async move {
             let what = format!("NodeClaim/{name}");
             let object: DynamicObject = match serde_json::from_value(object) {
                 Ok(o) => o,
@@ -98,30 +138,250 @@ impl ClusterWriter {
         });
     }
 
-    /// Writes a NodeClaim's status (launched: provider id, capacity; registered).
-    pub fn update_nodeclaim(&self, claim: &NodeClaim) {
-        let Some(status) = nodeclaim_status(claim, &now_rfc3339()) else {
+    /// Writes a NodeClaim's annotations (what was recorded at launch) and its status
+    /// (launched: provider id, capacity; registered; initialised).
+    pub fn update_nodeclaim(&self, claim: &NodeClaim, initialized: bool) {
+        let Some(status) = nodeclaim_status(claim, initialized, &now_rfc3339()) else {
             return;
         };
+        let annotations = nodeclaim_annotations(claim);
         let api = self.nodeclaims();
         let name = claim.name.clone();
-        self.submit(async move {
+        self.submit(format!("NodeClaim/{name}"), async move {
+            let what = format!("NodeClaim/{name}");
+            let patch = json!({"metadata": {"annotations": annotations}});
+            if let Err(e) = api
+                .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+            {
+                return Some(failed(what, e));
+            }
             write_status(&api, &name, status)
                 .await
                 .err()
-                .map(|e| failed(format!("NodeClaim/{name}"), e))
+                .map(|e| failed(what, e))
         });
     }
 
-    /// Deletes a NodeClaim; its finalizer holds it until the instance is gone.
+    /// Deletes a NodeClaim whose instance is gone (or was never launched): the termination
+    /// finalizer is removed, so it goes at once.
     pub fn delete_nodeclaim(&self, name: &str) {
         let api = self.nodeclaims();
         let name = name.to_string();
-        self.submit(async move {
+        self.submit(format!("NodeClaim/{name}"), async move {
+            let what = format!("NodeClaim/{name}");
+            let unfinalize = json!({"metadata": {"finalizers": null}});
+            match api
+                .patch(&name, &PatchParams::default(), &Patch::Merge(unfinalize))
+                .await
+            {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.is_not_found() => return None,
+                Err(e) => return Some(failed(what, e)),
+            }
             match api.delete(&name, &DeleteParams::default()).await {
                 Ok(_) => None,
                 Err(kube::Error::Api(s)) if s.is_not_found() => None,
-                Err(e) => Some(failed(format!("NodeClaim/{name}"), e)),
+                Err(e) => Some(failed(what, e)),
+            }
+        });
+    }
+
+    /// Every NodeClaim on the API server, as objects (read back at start and on a take-over).
+    pub fn list_nodeclaims(&self) -> Result<Vec<Value>, kube::Error> {
+        let api = self.nodeclaims();
+        let list = self
+            .runtime
+            .block_on(async move { api.list(&ListParams::default()).await })?;
+        Ok(list
+            .items
+            .into_iter()
+            .filter_map(|o| {
+                let mut v = serde_json::to_value(o).ok()?;
+                v["apiVersion"] = Value::from(NODECLAIM.api_version());
+                v["kind"] = Value::from(NODECLAIM.kind);
+                Some(v)
+            })
+            .collect())
+    }
+
+    /// Karpenter's registration of a joined Node: the NodeClaim's labels and taints synced onto
+    /// it, the termination finalizer added, `karpenter.sh/unregistered` removed.
+    pub fn register_node(&self, node: &str, labels: BTreeMap<String, String>, taints: Vec<Taint>) {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let node = node.to_string();
+        self.submit(format!("Node/{node}"), async move {
+            let taints: Vec<k8s_openapi::api::core::v1::Taint> =
+                taints.iter().map(api_taint).collect();
+            modify_node(&api, &node, move |n| {
+                let meta = &mut n.metadata;
+                let have = meta.labels.get_or_insert_with(Default::default);
+                for (k, v) in &labels {
+                    have.insert(k.clone(), v.clone());
+                }
+                let finalizers = meta.finalizers.get_or_insert_with(Vec::new);
+                if !finalizers.iter().any(|f| f == TERMINATION_FINALIZER) {
+                    finalizers.push(TERMINATION_FINALIZER.to_string());
+                }
+                let spec_taints = n
+                    .spec
+                    .get_or_insert_with(Default::default)
+                    .taints
+                    .get_or_insert_with(Vec::new);
+                spec_taints.retain(|t| t.key != UNREGISTERED_TAINT);
+                for t in &taints {
+                    if !spec_taints
+                        .iter()
+                        .any(|x| x.key == t.key && x.effect == t.effect)
+                    {
+                        spec_taints.push(t.clone());
+                    }
+                }
+                true
+            })
+            .await
+            .err()
+            .map(|e| failed(format!("Node/{node}"), e))
+        });
+    }
+
+    /// Deletes a Node (its finalizer holds it until the instance is gone).
+    pub fn delete_node(&self, node: &str) {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let node = node.to_string();
+        self.submit(format!("Node/{node}"), async move {
+            match api.delete(&node, &DeleteParams::default()).await {
+                Ok(_) => None,
+                Err(kube::Error::Api(s)) if s.is_not_found() => None,
+                Err(e) => Some(failed(format!("Node/{node}"), e)),
+            }
+        });
+    }
+
+    /// The instance of a Node is gone: the termination finalizer comes off and the Node is
+    /// deleted (if nobody has yet).
+    pub fn remove_node(&self, node: &str) {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let node = node.to_string();
+        self.submit(format!("Node/{node}"), async move {
+            let what = format!("Node/{node}");
+            let unfinalized = modify_node(&api, &node, |n| {
+                let Some(f) = n.metadata.finalizers.as_mut() else {
+                    return false;
+                };
+                let before = f.len();
+                f.retain(|x| x != TERMINATION_FINALIZER);
+                f.len() != before
+            })
+            .await;
+            match unfinalized {
+                Ok(()) => {}
+                Err(kube::Error::Api(s)) if s.is_not_found() => return None,
+                Err(e) => return Some(failed(what, e)),
+            }
+            match api.delete(&node, &DeleteParams::default()).await {
+                Ok(_) => None,
+                Err(kube::Error::Api(s)) if s.is_not_found() => None,
+                Err(e) => Some(failed(what, e)),
+            }
+        });
+    }
+
+    /// The simulated cloud's kubelet registers the Node of a launched NodeClaim.
+    pub fn kubelet_register(&self, node: &NodeRecord, startup_taints: &[Taint]) {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let object = kubelet_node(node, startup_taints, &now_rfc3339());
+        let name = node.name.clone();
+        self.submit(format!("Node/{name}"), async move {
+            let what = format!("Node/{name}");
+            let node: Node = match serde_json::from_value(object) {
+                Ok(n) => n,
+                Err(e) => return Some(failed(what, e)),
+            };
+            match api.create(&PostParams::default(), &node).await {
+                Ok(_) => None,
+                Err(kube::Error::Api(s)) if s.code == 409 => None,
+                Err(e) => Some(failed(what, e)),
+            }
+        });
+    }
+
+    /// The simulated node is initialised: `Ready=True`, and its startup taints removed (as the
+    /// agent that owns them would).
+    pub fn kubelet_ready(&self, node: &str, startup_taints: &[Taint]) {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let node = node.to_string();
+        let keys: Vec<String> = startup_taints.iter().map(|t| t.key.clone()).collect();
+        self.submit(format!("Node/{node}"), async move {
+            let what = format!("Node/{node}");
+            let ready = json!({"status": {"conditions": [{"type": "Ready", "status": "True",
+                "reason": "KubeletReady", "lastTransitionTime": now_rfc3339()}]}});
+            if let Err(e) = api
+                .patch_status(&node, &PatchParams::default(), &Patch::Merge(ready))
+                .await
+            {
+                return Some(failed(what, e));
+            }
+            modify_node(&api, &node, move |n| {
+                let Some(taints) = n.spec.as_mut().and_then(|s| s.taints.as_mut()) else {
+                    return false;
+                };
+                let before = taints.len();
+                taints.retain(|t| !keys.contains(&t.key));
+                taints.len() != before
+            })
+            .await
+            .err()
+            .map(|e| failed(what, e))
+        });
+    }
+
+    /// Records a Kubernetes Event about `event.object` (`Node/NAME`, `NodeClaim/NAME`,
+    /// `Pod/NS/NAME`), in the object's namespace (`default` for cluster-scoped ones).
+    pub fn record_event(&self, event: &ClusterEvent, now_ms: i64) {
+        let mut parts = event.object.splitn(3, '/');
+        let kind = parts.next().unwrap_or_default().to_string();
+        let (namespace, name) = match (parts.next(), parts.next()) {
+            (Some(ns), Some(name)) => (ns.to_string(), name.to_string()),
+            (Some(name), None) => ("default".to_string(), name.to_string()),
+            _ => return,
+        };
+        let api_version = if kind == "NodeClaim" {
+            "karpenter.sh/v1"
+        } else {
+            "v1"
+        };
+        let time = dovetail_ingest::format_rfc3339_ms(now_ms);
+        let mut involved = json!({"apiVersion": api_version, "kind": kind, "name": name});
+        if kind == "Pod" {
+            involved["namespace"] = Value::from(namespace.clone());
+        }
+        let object = json!({
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": format!("{name}.{now_ms:x}"), "namespace": namespace},
+            "involvedObject": involved,
+            "reason": event.reason,
+            "message": event.message,
+            "type": if event.reason.starts_with("Failed") || event.reason.ends_with("Blocked") { "Warning" } else { "Normal" },
+            "source": {"component": "dovetail"},
+            "reportingComponent": "dovetail",
+            "firstTimestamp": time,
+            "lastTimestamp": time,
+            "count": 1,
+        });
+        let api: Api<k8s_openapi::api::core::v1::Event> =
+            Api::namespaced(self.client.clone(), &namespace);
+        let what = event.object.clone();
+        self.submit(String::new(), async move {
+            let e: k8s_openapi::api::core::v1::Event = match serde_json::from_value(object) {
+                Ok(e) => e,
+                Err(e) => return Some(failed(what, e)),
+            };
+            match api.create(&PostParams::default(), &e).await {
+                Ok(_) => None,
+                Err(kube::Error::Api(s)) if s.code == 409 => None,
+                Err(e) => Some(failed(format!("Event for {what}"), e)),
             }
         });
     }
@@ -130,13 +390,8 @@ impl ClusterWriter {
     pub fn taint_node(&self, node: &str, taint: Taint) {
         let api: Api<Node> = Api::all(self.client.clone());
         let node = node.to_string();
-        self.submit(async move {
-            let t = k8s_openapi::api::core::v1::Taint {
-                key: taint.key.clone(),
-                value: (!taint.value.is_empty()).then(|| taint.value.clone()),
-                effect: format!("{:?}", taint.effect),
-                time_added: None,
-            };
+        self.submit(format!("Node/{node}"), async move {
+            let t = api_taint(&taint);
             modify_node(&api, &node, move |n| {
                 let taints = n
                     .spec
@@ -162,7 +417,7 @@ impl ClusterWriter {
     pub fn untaint_node(&self, node: &str, key: &str) {
         let api: Api<Node> = Api::all(self.client.clone());
         let (node, key) = (node.to_string(), key.to_string());
-        self.submit(async move {
+        self.submit(format!("Node/{node}"), async move {
             modify_node(&api, &node, move |n| {
                 let Some(taints) = n.spec.as_mut().and_then(|s| s.taints.as_mut()) else {
                     return false;
@@ -190,7 +445,7 @@ impl ClusterWriter {
     fn patch_node(&self, node: &str, patch: Value) {
         let api: Api<Node> = Api::all(self.client.clone());
         let node = node.to_string();
-        self.submit(async move {
+        self.submit(format!("Node/{node}"), async move {
             api.patch(&node, &PatchParams::default(), &Patch::Merge(patch))
                 .await
                 .err()
@@ -205,7 +460,7 @@ impl ClusterWriter {
         let (namespace, name) = pod.split_once('/').unwrap_or(("default", pod));
         let api: Api<Pod> = Api::namespaced(self.evict_client.clone(), namespace);
         let (name, key) = (name.to_string(), pod.to_string());
-        self.submit(async move {
+        self.submit(format!("Pod/{key}"), async move {
             match api.evict(&name, &EvictParams::default()).await {
                 Ok(_) => None,
                 Err(kube::Error::Api(s)) if s.code == 429 => Some(ClusterReply::EvictionRefused {
@@ -255,6 +510,15 @@ async fn modify_node(
             "Conflict",
         )))
     }))
+}
+
+fn api_taint(taint: &Taint) -> k8s_openapi::api::core::v1::Taint {
+    k8s_openapi::api::core::v1::Taint {
+        key: taint.key.clone(),
+        value: (!taint.value.is_empty()).then(|| taint.value.clone()),
+        effect: format!("{:?}", taint.effect),
+        time_added: None,
+    }
 }
 
 fn now_rfc3339() -> String {

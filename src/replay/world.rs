@@ -149,31 +149,7 @@ impl<C: Cloud> World<C> {
     /// The instance types each EC2NodeClass resolves, with the cloud's current prices, as facts
     /// (capacity errors reach the engine as facts of their own).
     pub(crate) fn refresh_instance_types(&mut self) -> Result<(), ReplayError> {
-        let catalog = Arc::clone(&self.catalog);
-        let actuator = self.control.actuator();
-        let mut types = Vec::new();
-        for class in actuator.nodeclasses().values() {
-            let opts = ResolveOptions::for_node_class(class);
-            for mut it in catalog.instance_types(&opts) {
-                let sold = actuator.instance_types().get(&it.name);
-                for o in it.offerings.iter_mut() {
-                    if let Some(s) = sold.and_then(|s| {
-                        s.offerings
-                            .iter()
-                            .find(|so| so.zone == o.zone && so.capacity_type == o.capacity_type)
-                    }) {
-                        o.price = s.price;
-                    }
-                }
-                types.push(Fact::InstanceType {
-                    node_class: class.name.clone(),
-                    instance_type: it,
-                });
-            }
-        }
-        // Types a class no longer resolves (its zones shrank, the catalogue lost them) go.
-        self.control
-            .replace_facts(|f| matches!(f, Fact::InstanceType { .. }), types);
+        self.control.refresh_instance_types(&self.catalog);
         Ok(())
     }
 
@@ -599,7 +575,9 @@ impl World<SimCloud> {
 
 /// The region's instance types by name, as launches are built from them (every zone, no node
 /// class's changes).
-fn region_types(catalog: &RegionCatalog) -> std::collections::BTreeMap<String, InstanceType> {
+pub(crate) fn region_types(
+    catalog: &RegionCatalog,
+) -> std::collections::BTreeMap<String, InstanceType> {
     catalog
         .instance_types(&ResolveOptions::default())
         .into_iter()

@@ -9,12 +9,17 @@ use std::path::PathBuf;
 pub enum CloudKind {
     /// EC2, through the SDK's standard configuration.
     Aws,
+    /// The simulated cloud (the replay's), on the wall clock; with `--cluster kube` it also
+    /// plays kubelet, registering each instance's Node.
+    Sim,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ClusterKind {
     /// The simulated cluster, started from the manifests given with `-f`.
     Sim,
+    /// A Kubernetes API server (`--kubeconfig`, `KUBECONFIG`, or in-cluster).
+    Kube,
 }
 
 fn duration_ms(text: &str) -> Result<i64, String> {
@@ -32,8 +37,20 @@ pub struct RunArgs {
     pub cluster: ClusterKind,
     /// The simulated cluster's starting state: NodePools, EC2NodeClasses, pods, ... (files or
     /// folders, YAML or JSON).
-    #[arg(short = 'f', long = "filename", num_args = 1.., required = true)]
+    /// (`--cluster sim` only.)
+    #[arg(short = 'f', long = "filename", num_args = 1..)]
     pub paths: Vec<PathBuf>,
+    /// The kubeconfig of the cluster (`--cluster kube`); default: `KUBECONFIG`,
+    /// `~/.kube/config`, then the in-cluster service account.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// The simulated cloud's settings (`--cloud sim`), JSON as `dovetail replay --sim-config`.
+    #[arg(long = "sim-config")]
+    pub sim_config: Option<PathBuf>,
+    /// How long a consolidation command waits before it is validated and acted on
+    /// (Karpenter: 15 s).
+    #[arg(long = "consolidation-validation", value_parser = duration_ms)]
+    pub consolidation_validation_ms: Option<i64>,
     /// Stop after this long (Go duration: `90s`, `10m`); runs until interrupted otherwise.
     #[arg(long = "for", value_parser = duration_ms)]
     pub for_ms: Option<i64>,
@@ -45,7 +62,7 @@ pub struct RunArgs {
     pub region: Option<String>,
     /// The cluster's name: instances are tagged `kubernetes.io/cluster/NAME`.
     #[arg(long, env = "CLUSTER_NAME")]
-    pub cluster_name: String,
+    pub cluster_name: Option<String>,
     /// The API server URL nodes join (user data).
     #[arg(long, env = "CLUSTER_ENDPOINT")]
     pub cluster_endpoint: Option<String>,

@@ -1,14 +1,16 @@
-//! `dovetail run`: the control loop on the wall clock against a real cloud. Today the cloud is
-//! EC2 (`--cloud aws`) and the cluster is simulated (`--cluster sim`): the simulated cluster
-//! registers a Node when its instance runs, binds pods, and removes what is terminated, so the
-//! whole life of a node, launch to termination and garbage collection, runs against the EC2 API
-//! before the Kubernetes controller exists.
+//! `dovetail run`: the control loop on the wall clock against a real cloud or a real cluster.
+//! `--cloud aws --cluster sim`: EC2 with a simulated cluster, which registers a Node when its
+//! instance runs, binds pods, and removes what is terminated, so the whole life of a node runs
+//! against the EC2 API. `--cloud sim --cluster kube`: the Kubernetes controller on a real API
+//! server with the simulated cloud playing kubelet (see `kube.rs`).
 
 mod args;
+mod kube;
 mod setup;
 mod summary;
 
 pub use args::{CloudKind, ClusterKind, RunArgs};
+pub use kube::KubeStats;
 pub use summary::RunSummary;
 
 use crate::replay::world::World;
@@ -23,13 +25,37 @@ const MAX_STEPS_PER_TICK: usize = 16;
 
 /// Runs until `--for` has passed; returns the summary (also written to `--summary` when given).
 pub fn run(args: RunArgs) -> Result<RunSummary> {
-    let started = Instant::now();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let mut live = setup::start(&args, &runtime)?;
+    let summary = match (args.cloud, args.cluster) {
+        (CloudKind::Aws, ClusterKind::Sim) => run_aws_sim(&args, &runtime)?,
+        (CloudKind::Sim, ClusterKind::Kube) => kube::run_sim(&args, &runtime)?,
+        (CloudKind::Sim, ClusterKind::Sim) => anyhow::bail!(
+            "--cloud sim --cluster sim is a replay: use `dovetail replay`"
+        ),
+        (CloudKind::Aws, ClusterKind::Kube) => anyhow::bail!(
+            "--cloud aws --cluster kube is not built yet (issue 19); use --cloud sim with --cluster kube, or --cluster sim with --cloud aws"
+        ),
+    };
+    if let Some(path) = &args.summary {
+        let text = serde_json::to_string_pretty(&summary)?;
+        std::fs::write(path, format!("{text}\n"))
+            .with_context(|| format!("writing the summary to {}", path.display()))?;
+    }
+    runtime.shutdown_timeout(Duration::from_secs(5));
+    Ok(summary)
+}
+
+fn run_aws_sim(args: &RunArgs, runtime: &tokio::runtime::Runtime) -> Result<RunSummary> {
+    if args.paths.is_empty() {
+        anyhow::bail!("--cluster sim needs the cluster's starting state: -f FILE...");
+    }
+    let started = Instant::now();
+    let args = args.clone();
+    let mut live = setup::start(&args, runtime)?;
     let w = &mut live.world;
     let mut last_gc = i64::MIN;
     let mut last_resolve = live.clock.now_ms();
@@ -55,7 +81,7 @@ pub fn run(args: RunArgs) -> Result<RunSummary> {
             last_resolve = now;
             setup::refresh_nodeclasses(
                 w,
-                &runtime,
+                runtime,
                 &live.clients,
                 &live.calls,
                 args.kubernetes_version.as_deref(),
@@ -69,7 +95,7 @@ pub fn run(args: RunArgs) -> Result<RunSummary> {
         }
         if now.saturating_sub(last_catalog) >= args.catalog_refresh_ms {
             last_catalog = now;
-            setup::refresh_catalog(w, &runtime, &live.clients, &live.calls)?;
+            setup::refresh_catalog(w, runtime, &live.clients, &live.calls)?;
         }
         w.peak_nodes = w.peak_nodes.max(w.alive_nodes());
         if last_progress.elapsed() >= Duration::from_secs(5) {
@@ -95,13 +121,7 @@ pub fn run(args: RunArgs) -> Result<RunSummary> {
     let now = live.clock.now_ms();
     w.cloud_events(now);
     let s = summary::summarise(&live, started.elapsed());
-    if let Some(path) = &args.summary {
-        let text = serde_json::to_string_pretty(&s)?;
-        std::fs::write(path, format!("{text}\n"))
-            .with_context(|| format!("writing the summary to {}", path.display()))?;
-    }
     drop(live);
-    runtime.shutdown_timeout(Duration::from_secs(5));
     Ok(s)
 }
 

@@ -64,7 +64,10 @@ pub(crate) fn start(args: &RunArgs, runtime: &tokio::runtime::Runtime) -> Result
         ..ClientOptions::default()
     }))?;
     let settings = AwsSettings {
-        cluster_name: args.cluster_name.clone(),
+        cluster_name: args
+            .cluster_name
+            .clone()
+            .context("--cluster-name (or CLUSTER_NAME) is required with --cloud aws")?,
         cluster_endpoint: args.cluster_endpoint.clone(),
         interruption_queue: args.interruption_queue.clone(),
         describe_interval: Duration::from_millis(args.describe_interval_ms.max(0) as u64),

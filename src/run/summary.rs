@@ -22,6 +22,9 @@ pub struct RunSummary {
     pub pods: Pods,
     pub garbage_collected: Garbage,
     pub interruption_queue: Option<QueueStats>,
+    /// With `--cluster kube`: what the watches and the NodeClaim controllers did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kubernetes: Option<super::kube::KubeStats>,
     pub notes: Vec<String>,
 }
 
@@ -73,6 +76,7 @@ pub(crate) fn summarise(live: &Live, elapsed: Duration) -> RunSummary {
             nodeclaims: stats.garbage_nodeclaims,
         },
         interruption_queue: live.queue_stats(),
+        kubernetes: None,
         notes,
     }
 }

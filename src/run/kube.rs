@@ -1,0 +1,292 @@
+//! `dovetail run --cluster kube`: the controller on a live cluster. The watches of Pods, Nodes,
+//! NodePools, EC2NodeClasses, NodeOverlays, DaemonSets and PodDisruptionBudgets feed the engine;
+//! the NodeClaims on the API server are read back first, so a restart finishes a launch instead
+//! of launching again; decisions are acted on through the cluster (`KubeCluster`) and the cloud.
+//!
+//! With `--cloud sim` the simulated cloud also plays kubelet: when its instance has booted it
+//! registers the Node object (with the provider id), and marks it Ready when it initialises, so
+//! the whole life of a node shows on the API server without AWS.
+
+use super::{RunArgs, RunSummary};
+use crate::replay::world::region_types;
+use anyhow::{Context, Result};
+use dovetail_actuate::driver::{Clock, WallClock};
+use dovetail_actuate::{ActuationSettings, ControlLoop, POLL_INTERVAL_MS};
+use dovetail_dataflow::backend::{Cloud, CloudEventKind};
+use dovetail_dataflow::catalog::{embedded, RegionCatalog};
+use dovetail_dataflow::facts::Fact;
+use dovetail_kube::{ClusterWriter, FactUpdate, KubeCluster, WatchStats, WATCHED};
+use dovetail_sim::{SimCloud, SimConfig};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long the first lists of the watched kinds may take before the loop starts anyway.
+const FIRST_LIST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What the Kubernetes side did, for the summary.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct KubeStats {
+    pub nodeclaims_read_back: u64,
+    pub nodes_registered: u64,
+    pub nodeclaims_initialized: u64,
+    pub relists: u64,
+    pub objects_skipped: u64,
+    pub watch_errors: u64,
+}
+
+/// Runs the controller against the cluster and the simulated cloud until `--for` has passed.
+pub fn run_sim(args: &RunArgs, runtime: &tokio::runtime::Runtime) -> Result<RunSummary> {
+    let sim = match &args.sim_config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            SimConfig::from_json(&text).with_context(|| format!("{}", path.display()))?
+        }
+        None => SimConfig {
+            spot_interruptions: false,
+            ..SimConfig::default()
+        },
+    };
+    let catalog = Arc::new(embedded(&sim.region)?.clone());
+    let settings = ActuationSettings {
+        capacity_error_ttl_ms: sim.ice_ttl_ms,
+        consolidation_validation_ms: args
+            .consolidation_validation_ms
+            .unwrap_or(ActuationSettings::default().consolidation_validation_ms),
+        ..ActuationSettings::default()
+    };
+    let region = sim.region.clone();
+    let cloud = SimCloud::new(sim).map_err(|e| anyhow::anyhow!("the simulated cloud: {e}"))?;
+    let mut summary = drive(args, runtime, cloud, catalog, settings, true)?;
+    summary.region = region;
+    Ok(summary)
+}
+
+/// The loop: see the module documentation. `kubelet`: the cloud is simulated and its kubelet
+/// registers Nodes.
+fn drive<C: Cloud>(
+    args: &RunArgs,
+    runtime: &tokio::runtime::Runtime,
+    mut cloud: C,
+    catalog: Arc<RegionCatalog>,
+    settings: ActuationSettings,
+    kubelet: bool,
+) -> Result<RunSummary> {
+    let started = Instant::now();
+    let config = runtime.block_on(dovetail_kube::connect::config(args.kubeconfig.as_deref()))?;
+    let writer = ClusterWriter::new(config, runtime.handle().clone())
+        .context("a client for the API server")?;
+    let (updates, watch_stats) =
+        dovetail_kube::watch_all(runtime.handle(), writer.client(), WATCHED);
+    let mut cluster = KubeCluster::new(writer);
+    let mut stats = KubeStats::default();
+    for object in cluster
+        .writer()
+        .list_nodeclaims()
+        .context("listing NodeClaims")?
+    {
+        match dovetail_ingest::read_nodeclaim("API server", &object) {
+            Ok(claim) => {
+                stats.nodeclaims_read_back += 1;
+                cluster.adopt(claim);
+            }
+            Err(e) => tracing::warn!(error = %e, "NodeClaim left alone"),
+        }
+    }
+    let queries = dovetail_queries::standing_queries_polled(POLL_INTERVAL_MS as u64);
+    let mut control = ControlLoop::start(queries, 1, settings)?;
+    control
+        .actuator_mut()
+        .set_instance_types(region_types(&catalog));
+    let clock = WallClock::default();
+    first_lists(&updates, &mut cluster, &mut control, &catalog, &clock);
+    let now = clock.now_ms();
+    control.set_clock(now);
+    control.recover(now, &mut cloud, &mut cluster);
+
+    let deadline = args
+        .for_ms
+        .map(|ms| Instant::now() + Duration::from_millis(ms.max(0) as u64));
+    let mut last_gc = i64::MIN;
+    let mut last_progress = Instant::now();
+    let mut waiting: Option<FactUpdate> = None;
+    loop {
+        let now = clock.now_ms();
+        control.set_clock(now);
+        let mut class_changed = false;
+        for u in waiting.take().into_iter().chain(updates.try_iter()) {
+            class_changed |= take_update(&mut cluster, &mut control, now, u);
+        }
+        if class_changed {
+            control.refresh_instance_types(&catalog);
+        }
+        for e in cloud.poll_events(now) {
+            let Some(instance) = cloud.instance(&e.instance_id).cloned() else {
+                continue;
+            };
+            let node = instance.node_name();
+            match e.kind {
+                CloudEventKind::NodeRegistered if kubelet => {
+                    if let Some(claim) = cluster.nodeclaim_of_node(&node) {
+                        if let Some(n) = &claim.status {
+                            cluster.writer().kubelet_register(n, &claim.startup_taints);
+                        }
+                    }
+                }
+                CloudEventKind::NodeInitialized if kubelet => {
+                    let startup = cluster
+                        .nodeclaim_of_node(&node)
+                        .map(|c| c.startup_taints.clone())
+                        .unwrap_or_default();
+                    cluster.writer().kubelet_ready(&node, &startup);
+                }
+                CloudEventKind::Terminated { .. } => cluster.instance_gone(&node),
+                _ => {}
+            }
+        }
+        stats.nodes_registered += cluster.register_joined().len() as u64;
+        stats.nodeclaims_initialized += cluster.initialize_ready().len() as u64;
+        send_node_facts(&mut cluster, &mut control);
+        control.expire_capacity_errors(now);
+        let diffs = control.advance(now)?;
+        control.act(now, &diffs, &mut cloud, &mut cluster);
+        send_node_facts(&mut cluster, &mut control);
+        if now.saturating_sub(last_gc) >= args.gc_interval_ms {
+            last_gc = now;
+            control
+                .actuator_mut()
+                .collect_garbage(now, args.gc_grace_ms, &mut cloud, &mut cluster);
+        }
+        if last_progress.elapsed() >= Duration::from_secs(5) {
+            last_progress = Instant::now();
+            let c = cluster.counts();
+            eprintln!(
+                "[{:>4}s] nodeclaims {}  nodes {}  pods pending {}  bound {}",
+                started.elapsed().as_secs(),
+                c.nodeclaims,
+                c.nodes,
+                c.pods_pending,
+                c.pods_bound,
+            );
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
+        let tick = Duration::from_millis(args.tick_ms.clamp(1, POLL_INTERVAL_MS) as u64);
+        waiting = updates.recv_timeout(tick).ok();
+    }
+    watch_counts(&watch_stats, &mut stats);
+    Ok(summarise(
+        &control,
+        &cloud,
+        &cluster,
+        stats,
+        started.elapsed(),
+    ))
+}
+
+/// Takes the watches' first lists (one relist per kind) before anything is decided, so the
+/// engine does not launch for pods whose nodes it has not heard of yet.
+fn first_lists(
+    updates: &crossbeam_channel::Receiver<FactUpdate>,
+    cluster: &mut KubeCluster,
+    control: &mut ControlLoop,
+    catalog: &RegionCatalog,
+    clock: &WallClock,
+) {
+    let mut listed = std::collections::BTreeSet::new();
+    let until = Instant::now() + FIRST_LIST_TIMEOUT;
+    while listed.len() < WATCHED.len() {
+        let left = until.saturating_duration_since(Instant::now());
+        let Ok(u) = updates.recv_timeout(left) else {
+            tracing::warn!(
+                listed = listed.len(),
+                kinds = WATCHED.len(),
+                "not every watched kind was listed in time; starting anyway"
+            );
+            break;
+        };
+        if let FactUpdate::Replace { kind, .. } = &u {
+            listed.insert(kind.kind);
+        }
+        take_update(cluster, control, clock.now_ms(), u);
+    }
+    control.refresh_instance_types(catalog);
+}
+
+/// One watch update into the cluster's cache and the engine's facts; true when an
+/// EC2NodeClass changed (its instance types must be resolved again).
+fn take_update(
+    cluster: &mut KubeCluster,
+    control: &mut ControlLoop,
+    now: i64,
+    update: FactUpdate,
+) -> bool {
+    let mut class_changed = false;
+    for change in cluster.observe(now, update) {
+        match change {
+            FactUpdate::Set(fact) => {
+                class_changed |= matches!(*fact, Fact::NodeClass(_));
+                control.set_fact(*fact);
+            }
+            FactUpdate::Remove(key) => {
+                class_changed |= key.starts_with("EC2NodeClass ");
+                control.remove_fact(&key);
+            }
+            FactUpdate::Replace { .. } => {}
+        }
+    }
+    class_changed
+}
+
+fn send_node_facts(cluster: &mut KubeCluster, control: &mut ControlLoop) {
+    for (name, fact) in cluster.take_node_facts() {
+        match fact {
+            Some(n) => control.set_fact(Fact::Node(n)),
+            None => control.remove_fact(&format!("Node {name}")),
+        }
+    }
+}
+
+fn watch_counts(watch: &WatchStats, stats: &mut KubeStats) {
+    stats.relists = watch.relists.load(Ordering::Relaxed);
+    stats.objects_skipped = watch.objects_skipped.load(Ordering::Relaxed);
+    stats.watch_errors = watch.watch_errors.load(Ordering::Relaxed);
+}
+
+fn summarise<C: Cloud>(
+    control: &ControlLoop,
+    cloud: &C,
+    cluster: &KubeCluster,
+    kubernetes: KubeStats,
+    elapsed: Duration,
+) -> RunSummary {
+    let stats = control.actuator().stats();
+    let instances = cloud.instances();
+    let counts = cluster.counts();
+    RunSummary {
+        region: String::new(),
+        cluster_name: String::new(),
+        seconds: elapsed.as_secs_f64(),
+        ec2_calls: Vec::new(),
+        instances: super::summary::Instances {
+            launched: stats.nodes_launched,
+            terminated: instances.iter().filter(|i| !i.state.is_alive()).count() as u64,
+            running: instances.iter().filter(|i| i.state.is_alive()).count() as u64,
+        },
+        nodeclaims: counts.nodeclaims,
+        capacity_errors: stats.capacity_errors,
+        pods: super::summary::Pods {
+            bound: counts.pods_bound as u64,
+            pending: counts.pods_pending as u64,
+        },
+        garbage_collected: super::summary::Garbage {
+            instances: stats.garbage_instances,
+            nodeclaims: stats.garbage_nodeclaims,
+        },
+        interruption_queue: None,
+        kubernetes: Some(kubernetes),
+        notes: control.actuator().notes().iter().cloned().collect(),
+    }
+}
