@@ -52,6 +52,103 @@ fn condition(o: &Value, kind: &str) -> Option<String> {
         .map(str::to_string)
 }
 
+/// The chart's ClusterRole and Role rules (`deploy/rbac-rules.json`, checked against the chart's
+/// templates by `deploy/check_rbac_json.py`).
+fn rbac_rules() -> Vec<Value> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/rbac-rules.json");
+    serde_json::from_str(&std::fs::read_to_string(path).expect("deploy/rbac-rules.json"))
+        .expect("JSON")
+}
+
+/// Whether a request of the peer's log (`verb`, `group`, `resource`, `subresource`,
+/// `namespace`) is allowed by one of the rules; a namespaced rule (a Role) allows only
+/// requests inside a namespace.
+fn rbac_covers(rules: &[Value], request: &Value) -> bool {
+    rules.iter().any(|rule| {
+        rule["apiGroup"] == request["group"]
+            && rule["resource"] == request["resource"]
+            && rule["subresource"] == request["subresource"]
+            && rule["verbs"]
+                .as_array()
+                .is_some_and(|v| v.iter().any(|verb| *verb == request["verb"]))
+            && (rule["namespaced"] == false || !request["namespace"].is_null())
+    })
+}
+
+#[test]
+fn the_rbac_rules_file_says_what_the_chart_grants() {
+    let python = std::env::var("DOVETAIL_PYTHON").unwrap_or_else(|_| "python3".to_string());
+    let out = Command::new(python)
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/deploy/check_rbac_json.py"
+        ))
+        .output()
+        .expect("run deploy/check_rbac_json.py");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn the_rbac_check_refuses_what_no_rule_allows() {
+    let rules = rbac_rules();
+    let request = |verb: &str, group: &str, resource: &str, sub: Value, ns: Value| json!({"verb": verb, "group": group, "resource": resource, "subresource": sub, "namespace": ns});
+    assert!(rbac_covers(
+        &rules,
+        &request(
+            "create",
+            "karpenter.sh",
+            "nodeclaims",
+            Value::Null,
+            Value::Null
+        )
+    ));
+    assert!(rbac_covers(
+        &rules,
+        &request("create", "", "pods", json!("eviction"), json!("team"))
+    ));
+    // The controller never deletes pods (it evicts them), nor writes NodePools' specs.
+    assert!(!rbac_covers(
+        &rules,
+        &request("delete", "", "pods", Value::Null, json!("team"))
+    ));
+    assert!(!rbac_covers(
+        &rules,
+        &request(
+            "update",
+            "karpenter.sh",
+            "nodepools",
+            Value::Null,
+            Value::Null
+        )
+    ));
+    // Leases are written only in the controller's own namespace (a Role).
+    assert!(!rbac_covers(
+        &rules,
+        &request(
+            "update",
+            "coordination.k8s.io",
+            "leases",
+            Value::Null,
+            Value::Null
+        )
+    ));
+    assert!(rbac_covers(
+        &rules,
+        &request(
+            "update",
+            "coordination.k8s.io",
+            "leases",
+            Value::Null,
+            json!("kube-system")
+        )
+    ));
+}
+
 #[test]
 fn a_pending_pod_gets_a_nodeclaim_a_registered_node_and_an_empty_node_goes() {
     let peer = KubePeer::start();
@@ -246,6 +343,31 @@ fn a_pending_pod_gets_a_nodeclaim_a_registered_node_and_an_empty_node_goes() {
 
     let status = controller.wait().expect("dovetail run ends");
     assert!(status.success(), "dovetail run: {status}");
+
+    // The chart's RBAC covers every request the controller made.
+    let log: Vec<Value> =
+        serde_json::from_str(&peer.control("GET", "/_peer/requests", "")).expect("the request log");
+    let made: Vec<&Value> = log
+        .iter()
+        .filter(|r| {
+            r["user_agent"]
+                .as_str()
+                .is_some_and(|a| a.starts_with("dovetail/"))
+        })
+        .collect();
+    assert!(
+        made.iter()
+            .any(|r| r["resource"] == "nodeclaims" && r["verb"] == "create"),
+        "the log names the controller's requests: {made:?}"
+    );
+    let uncovered: Vec<&&Value> = made
+        .iter()
+        .filter(|r| !rbac_covers(&rbac_rules(), r))
+        .collect();
+    assert!(
+        uncovered.is_empty(),
+        "not allowed by deploy/rbac-rules.json: {uncovered:?}"
+    );
     let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary).expect("the summary"))
         .expect("JSON");
     assert_eq!(s["instances"]["launched"], 1, "{s}");

@@ -16,8 +16,20 @@ pub enum ConnectError {
     Client(#[from] kube::Error),
 }
 
+/// The User-Agent of every request: what an API server's audit log names the controller by.
+pub const USER_AGENT: &str = concat!("dovetail/", env!("CARGO_PKG_VERSION"));
+
 /// The client configuration for `kubeconfig`, or the inferred one.
 pub async fn config(kubeconfig: Option<&Path>) -> Result<kube::Config, ConnectError> {
+    let mut config = located(kubeconfig).await?;
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static(USER_AGENT),
+    ));
+    Ok(config)
+}
+
+async fn located(kubeconfig: Option<&Path>) -> Result<kube::Config, ConnectError> {
     match kubeconfig {
         Some(path) => {
             let err = |source| ConnectError::Kubeconfig {

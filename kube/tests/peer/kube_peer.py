@@ -109,7 +109,8 @@ Control endpoints (JSON over HTTP on the same port, never logged):
                               delete|deletecollection", "group": "", "version":
                               "v1", "resource": "pods", "subresource":
                               "eviction"|null, "namespace": ns|null, "name":
-                              name-in-URL|null, "code": 200}]; verbs are RBAC
+                              name-in-URL|null, "code": 200, "user_agent":
+                              "dovetail/0.1.0"|null}]; verbs are RBAC
                               verbs; discovery and /version (non-resource URLs)
                               are not listed; a watch's code is set when its
                               stream starts.
@@ -761,6 +762,9 @@ class KubePeer(kmock.KubernetesEmulator):
             "namespace": request.namespace,
             "name": request.name,
             "code": None,
+            "user_agent": next(
+                (v for k, v in (request.headers or {}).items() if k.lower() == "user-agent"), None
+            ),
         }
         self._request_log.append(entry)
         return entry
