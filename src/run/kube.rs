@@ -7,16 +7,18 @@
 //! registers the Node object (with the provider id), and marks it Ready when it initialises, so
 //! the whole life of a node shows on the API server without AWS.
 
+use super::live_cloud::{AwsLive, LiveCloud};
 use super::{RunArgs, RunSummary};
 use crate::replay::world::region_types;
 use anyhow::{Context, Result};
 use dovetail_actuate::driver::{Clock, WallClock};
 use dovetail_actuate::{ActuationSettings, ControlLoop, POLL_INTERVAL_MS};
-use dovetail_dataflow::backend::{Cloud, CloudEventKind};
+use dovetail_dataflow::backend::CloudEventKind;
 use dovetail_dataflow::catalog::{embedded, RegionCatalog};
-use dovetail_dataflow::facts::Fact;
+use dovetail_dataflow::facts::{Fact, Interruption, InterruptionKind};
 use dovetail_kube::{ClusterWriter, FactUpdate, KubeCluster, WatchStats, WATCHED};
 use dovetail_sim::{SimCloud, SimConfig};
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -56,23 +58,39 @@ pub fn run_sim(args: &RunArgs, runtime: &tokio::runtime::Runtime) -> Result<RunS
             .unwrap_or(ActuationSettings::default().consolidation_validation_ms),
         ..ActuationSettings::default()
     };
-    let region = sim.region.clone();
     let cloud = SimCloud::new(sim).map_err(|e| anyhow::anyhow!("the simulated cloud: {e}"))?;
-    let mut summary = drive(args, runtime, cloud, catalog, settings, true)?;
-    summary.region = region;
+    let (summary, _) = drive(args, runtime, cloud, catalog, settings)?;
     Ok(summary)
 }
 
-/// The loop: see the module documentation. `kubelet`: the cloud is simulated and its kubelet
-/// registers Nodes.
-fn drive<C: Cloud>(
+/// Runs the controller against the cluster and EC2 until `--for` has passed.
+pub fn run_aws(args: &RunArgs, runtime: &tokio::runtime::Runtime) -> Result<RunSummary> {
+    let live = AwsLive::start(args, runtime, WallClock::default().now_ms())?;
+    let catalog = Arc::new(live.ec2.catalog.clone());
+    let settings = ActuationSettings {
+        capacity_error_ttl_ms: args.capacity_error_ttl_ms,
+        consolidation_validation_ms: args
+            .consolidation_validation_ms
+            .unwrap_or(ActuationSettings::default().consolidation_validation_ms),
+        ..ActuationSettings::default()
+    };
+    let (mut summary, live) = drive(args, runtime, live, catalog, settings)?;
+    summary.cluster_name = live.ec2.settings.cluster_name.clone();
+    summary.ec2_calls = live.ec2.calls.counts();
+    summary.interruption_queue = live.queue_stats.as_ref().map(|q| q.stats());
+    summary.notes.extend(live.ec2.notes.iter().cloned());
+    Ok(summary)
+}
+
+/// The loop: see the module documentation. Returns the summary and the cloud.
+fn drive<C: LiveCloud>(
     args: &RunArgs,
     runtime: &tokio::runtime::Runtime,
     mut cloud: C,
-    catalog: Arc<RegionCatalog>,
+    mut catalog: Arc<RegionCatalog>,
     settings: ActuationSettings,
-    kubelet: bool,
-) -> Result<RunSummary> {
+) -> Result<(RunSummary, C)> {
+    let kubelet = cloud.plays_kubelet();
     let started = Instant::now();
     let config = runtime.block_on(dovetail_kube::connect::config(args.kubeconfig.as_deref()))?;
     let writer = ClusterWriter::new(config, runtime.handle().clone())
@@ -100,7 +118,14 @@ fn drive<C: Cloud>(
         .actuator_mut()
         .set_instance_types(region_types(&catalog));
     let clock = WallClock::default();
-    first_lists(&updates, &mut cluster, &mut control, &catalog, &clock);
+    first_lists(
+        &updates,
+        &mut cluster,
+        &mut control,
+        &mut cloud,
+        &catalog,
+        &clock,
+    );
     let now = clock.now_ms();
     control.set_clock(now);
     control.recover(now, &mut cloud, &mut cluster);
@@ -111,12 +136,17 @@ fn drive<C: Cloud>(
     let mut last_gc = i64::MIN;
     let mut last_progress = Instant::now();
     let mut waiting: Option<FactUpdate> = None;
+    let mut interruption_facts: BTreeMap<String, Vec<String>> = BTreeMap::new();
     loop {
         let now = clock.now_ms();
         control.set_clock(now);
         let mut class_changed = false;
         for u in waiting.take().into_iter().chain(updates.try_iter()) {
-            class_changed |= take_update(&mut cluster, &mut control, now, u);
+            class_changed |= take_update(&mut cluster, &mut control, &mut cloud, now, u);
+        }
+        class_changed |= cloud.tick(now, &mut control, &mut catalog);
+        for i in cloud.interruptions() {
+            interrupted(&mut control, &cloud, &mut interruption_facts, i);
         }
         if class_changed {
             control.refresh_instance_types(&catalog);
@@ -141,7 +171,12 @@ fn drive<C: Cloud>(
                         .unwrap_or_default();
                     cluster.writer().kubelet_ready(&node, &startup);
                 }
-                CloudEventKind::Terminated { .. } => cluster.instance_gone(&node),
+                CloudEventKind::Terminated { .. } => {
+                    cluster.instance_gone(&node);
+                    for key in interruption_facts.remove(&instance.id).unwrap_or_default() {
+                        control.remove_fact(&key);
+                    }
+                }
                 _ => {}
             }
         }
@@ -176,22 +211,51 @@ fn drive<C: Cloud>(
         let tick = Duration::from_millis(args.tick_ms.clamp(1, POLL_INTERVAL_MS) as u64);
         waiting = updates.recv_timeout(tick).ok();
     }
+    // Stop cleanly: answers to calls already made are taken in, nothing is terminated.
+    cloud.settle();
     watch_counts(&watch_stats, &mut stats);
-    Ok(summarise(
-        &control,
-        &cloud,
-        &cluster,
-        stats,
-        started.elapsed(),
-    ))
+    let summary = summarise(&control, &cloud, &cluster, stats, started.elapsed());
+    Ok((summary, cloud))
+}
+
+/// An interruption read from the queue: the engine is told (it answers with an `Interrupted`
+/// disruption of a registered node), a reclaimed spot pool is marked unavailable, and a node
+/// already in a graceful command is drained now.
+fn interrupted<C: LiveCloud>(
+    control: &mut ControlLoop,
+    cloud: &C,
+    facts: &mut BTreeMap<String, Vec<String>>,
+    i: Interruption,
+) {
+    let Some(instance) = cloud.instance(&i.target).cloned() else {
+        tracing::info!(instance = %i.target, "interruption of an instance not of this cluster");
+        return;
+    };
+    if i.kind == InterruptionKind::RebalanceRecommendation {
+        // Recorded, no action (as Karpenter).
+        return;
+    }
+    if i.kind == InterruptionKind::SpotInterruption {
+        control
+            .actuator_mut()
+            .mark_unavailable(i.at_ms, instance.offering());
+    }
+    let fact = Fact::Interruption(i);
+    facts
+        .entry(instance.id.clone())
+        .or_default()
+        .push(fact.describe());
+    control.set_fact(fact);
+    control.actuator_mut().drain_now(&instance.node_name());
 }
 
 /// Takes the watches' first lists (one relist per kind) before anything is decided, so the
 /// engine does not launch for pods whose nodes it has not heard of yet.
-fn first_lists(
+fn first_lists<C: LiveCloud>(
     updates: &crossbeam_channel::Receiver<FactUpdate>,
     cluster: &mut KubeCluster,
     control: &mut ControlLoop,
+    cloud: &mut C,
     catalog: &RegionCatalog,
     clock: &WallClock,
 ) {
@@ -210,28 +274,36 @@ fn first_lists(
         if let FactUpdate::Replace { kind, .. } = &u {
             listed.insert(kind.kind);
         }
-        take_update(cluster, control, clock.now_ms(), u);
+        take_update(cluster, control, cloud, clock.now_ms(), u);
     }
     control.refresh_instance_types(catalog);
 }
 
 /// One watch update into the cluster's cache and the engine's facts; true when an
-/// EC2NodeClass changed (its instance types must be resolved again).
-fn take_update(
+/// EC2NodeClass changed (its instance types must be resolved again). An EC2NodeClass reaches
+/// the engine with its selector terms resolved by the cloud.
+fn take_update<C: LiveCloud>(
     cluster: &mut KubeCluster,
     control: &mut ControlLoop,
+    cloud: &mut C,
     now: i64,
     update: FactUpdate,
 ) -> bool {
     let mut class_changed = false;
     for change in cluster.observe(now, update) {
         match change {
-            FactUpdate::Set(fact) => {
-                class_changed |= matches!(*fact, Fact::NodeClass(_));
-                control.set_fact(*fact);
-            }
+            FactUpdate::Set(fact) => match *fact {
+                Fact::NodeClass(class) => {
+                    class_changed = true;
+                    control.set_fact(Fact::NodeClass(cloud.resolve(class)));
+                }
+                fact => control.set_fact(fact),
+            },
             FactUpdate::Remove(key) => {
-                class_changed |= key.starts_with("EC2NodeClass ");
+                if let Some(name) = key.strip_prefix("EC2NodeClass ") {
+                    class_changed = true;
+                    cloud.forget(name);
+                }
                 control.remove_fact(&key);
             }
             FactUpdate::Replace { .. } => {}
@@ -255,7 +327,7 @@ fn watch_counts(watch: &WatchStats, stats: &mut KubeStats) {
     stats.watch_errors = watch.watch_errors.load(Ordering::Relaxed);
 }
 
-fn summarise<C: Cloud>(
+fn summarise<C: LiveCloud>(
     control: &ControlLoop,
     cloud: &C,
     cluster: &KubeCluster,
@@ -266,7 +338,7 @@ fn summarise<C: Cloud>(
     let instances = cloud.instances();
     let counts = cluster.counts();
     RunSummary {
-        region: String::new(),
+        region: cloud.region(),
         cluster_name: String::new(),
         seconds: elapsed.as_secs_f64(),
         ec2_calls: Vec::new(),

@@ -6,6 +6,7 @@
 
 mod args;
 mod kube;
+mod live_cloud;
 mod setup;
 mod summary;
 
@@ -33,12 +34,10 @@ pub fn run(args: RunArgs) -> Result<RunSummary> {
     let summary = match (args.cloud, args.cluster) {
         (CloudKind::Aws, ClusterKind::Sim) => run_aws_sim(&args, &runtime)?,
         (CloudKind::Sim, ClusterKind::Kube) => kube::run_sim(&args, &runtime)?,
-        (CloudKind::Sim, ClusterKind::Sim) => anyhow::bail!(
-            "--cloud sim --cluster sim is a replay: use `dovetail replay`"
-        ),
-        (CloudKind::Aws, ClusterKind::Kube) => anyhow::bail!(
-            "--cloud aws --cluster kube is not built yet (issue 19); use --cloud sim with --cluster kube, or --cluster sim with --cloud aws"
-        ),
+        (CloudKind::Sim, ClusterKind::Sim) => {
+            anyhow::bail!("--cloud sim --cluster sim is a replay: use `dovetail replay`")
+        }
+        (CloudKind::Aws, ClusterKind::Kube) => kube::run_aws(&args, &runtime)?,
     };
     if let Some(path) = &args.summary {
         let text = serde_json::to_string_pretty(&summary)?;

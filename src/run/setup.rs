@@ -42,7 +42,7 @@ impl Live {
     }
 }
 
-async fn resolved(
+pub(crate) async fn resolved(
     clients: &Clients,
     calls: &Calls,
     class: &EC2NodeClass,
@@ -57,8 +57,21 @@ async fn resolved(
     })
 }
 
-pub(crate) fn start(args: &RunArgs, runtime: &tokio::runtime::Runtime) -> Result<Live> {
-    let manifests = dovetail_ingest::load_paths(&args.paths)?;
+/// EC2 connected: the SDK clients, the call counter, the settings and the region's catalogue.
+pub(crate) struct Ec2 {
+    pub(crate) clients: Clients,
+    pub(crate) calls: Arc<Calls>,
+    pub(crate) settings: AwsSettings,
+    pub(crate) catalog: dovetail_dataflow::catalog::RegionCatalog,
+    pub(crate) notes: Vec<String>,
+}
+
+/// The SDK clients, the region's catalogue discovered, and the cloud connected (its first
+/// listing taken, so recovery sees what a previous process launched).
+pub(crate) fn connect_ec2(
+    args: &RunArgs,
+    runtime: &tokio::runtime::Runtime,
+) -> Result<(Ec2, Ec2Cloud)> {
     let clients = runtime.block_on(load(&ClientOptions {
         region: args.region.clone(),
         ..ClientOptions::default()
@@ -81,23 +94,69 @@ pub(crate) fn start(args: &RunArgs, runtime: &tokio::runtime::Runtime) -> Result
         discovered.catalog.entries.len(),
         discovered.zone_ids.len()
     );
-    let mut notes = discovered.notes.clone();
-    let mut classes = Vec::new();
-    for class in &manifests.nodeclasses {
-        classes.push(runtime.block_on(resolved(
-            &clients,
-            &calls,
-            class,
-            args.kubernetes_version.as_deref(),
-        ))?);
-    }
-    let mut cloud = Ec2Cloud::connect(
+    let cloud = Ec2Cloud::connect(
         runtime.handle().clone(),
         clients.clone(),
         settings.clone(),
         &discovered.catalog,
         Arc::clone(&calls),
     )?;
+    Ok((
+        Ec2 {
+            clients,
+            calls,
+            settings,
+            catalog: discovered.catalog,
+            notes: discovered.notes,
+        },
+        cloud,
+    ))
+}
+
+/// Starts the interruption queue's consumer when a queue is set: its interruptions arrive on
+/// the receiver until `stop`.
+pub(crate) fn start_queue(
+    ec2: &Ec2,
+    runtime: &tokio::runtime::Runtime,
+    stop: &Arc<AtomicBool>,
+) -> Result<(Receiver<Interruption>, Option<Arc<InterruptionQueue>>)> {
+    let (sender, interruptions) = crossbeam_channel::unbounded();
+    let queue = match &ec2.settings.interruption_queue {
+        Some(name) => {
+            let q = Arc::new(runtime.block_on(InterruptionQueue::open(
+                ec2.clients.sqs.clone(),
+                Arc::clone(&ec2.calls),
+                name,
+            ))?);
+            let consumer = Arc::clone(&q);
+            let stop = Arc::clone(stop);
+            runtime.spawn(async move {
+                consumer
+                    .run(stop, move |i| {
+                        let _ = sender.send(i);
+                    })
+                    .await;
+            });
+            Some(q)
+        }
+        None => None,
+    };
+    Ok((interruptions, queue))
+}
+
+pub(crate) fn start(args: &RunArgs, runtime: &tokio::runtime::Runtime) -> Result<Live> {
+    let manifests = dovetail_ingest::load_paths(&args.paths)?;
+    let (mut ec2, mut cloud) = connect_ec2(args, runtime)?;
+    let mut notes = std::mem::take(&mut ec2.notes);
+    let mut classes = Vec::new();
+    for class in &manifests.nodeclasses {
+        classes.push(runtime.block_on(resolved(
+            &ec2.clients,
+            &ec2.calls,
+            class,
+            args.kubernetes_version.as_deref(),
+        ))?);
+    }
     for c in &classes {
         cloud.set_nodeclass(c.clone());
     }
@@ -106,7 +165,7 @@ pub(crate) fn start(args: &RunArgs, runtime: &tokio::runtime::Runtime) -> Result
         ..ActuationSettings::default()
     };
     let queries = dovetail_queries::standing_queries_polled(POLL_INTERVAL_MS as u64);
-    let mut world = World::with_cloud(cloud, Arc::new(discovered.catalog), actuation, queries, 1)?;
+    let mut world = World::with_cloud(cloud, Arc::new(ec2.catalog.clone()), actuation, queries, 1)?;
     world.kubelet_joins_when_running = true;
     world.apply_manifests(&dovetail_ingest::Manifests {
         nodeclasses: classes,
@@ -135,32 +194,12 @@ pub(crate) fn start(args: &RunArgs, runtime: &tokio::runtime::Runtime) -> Result
     let (cloud, cluster) = (&mut world.cloud, &mut world.cluster);
     world.control.recover(now, cloud, cluster);
 
-    let (sender, interruptions) = crossbeam_channel::unbounded();
     let stop = Arc::new(AtomicBool::new(false));
-    let queue = match &settings.interruption_queue {
-        Some(name) => {
-            let q = Arc::new(runtime.block_on(InterruptionQueue::open(
-                clients.sqs.clone(),
-                Arc::clone(&calls),
-                name,
-            ))?);
-            let consumer = Arc::clone(&q);
-            let stop = Arc::clone(&stop);
-            runtime.spawn(async move {
-                consumer
-                    .run(stop, move |i| {
-                        let _ = sender.send(i);
-                    })
-                    .await;
-            });
-            Some(q)
-        }
-        None => None,
-    };
+    let (interruptions, queue) = start_queue(&ec2, runtime, &stop)?;
     Ok(Live {
         world,
-        clients,
-        calls,
+        clients: ec2.clients.clone(),
+        calls: Arc::clone(&ec2.calls),
         interruptions,
         queue,
         stop,

@@ -1,0 +1,229 @@
+//! The cloud of `dovetail run --cluster kube`, with what the controller needs of it beyond the
+//! `Cloud` interface: whether it plays kubelet (the simulated one), how a watched EC2NodeClass
+//! becomes what launches need (its selector terms resolved against EC2), its periodic work
+//! (selector terms and the catalogue again, unused launch templates and instance profiles), and
+//! the interruption queue.
+
+use super::setup::{self, Ec2};
+use super::RunArgs;
+use anyhow::Result;
+use crossbeam_channel::Receiver;
+use dovetail_actuate::ControlLoop;
+use dovetail_aws::interruption_queue::InterruptionQueue;
+use dovetail_aws::Ec2Cloud;
+use dovetail_dataflow::backend::{Cloud, CloudEvent, CloudReply, FleetRequest, Instance};
+use dovetail_dataflow::catalog::RegionCatalog;
+use dovetail_dataflow::facts::{Fact, Interruption};
+use dovetail_dataflow::model::EC2NodeClass;
+use dovetail_sim::SimCloud;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// See the module documentation.
+pub(crate) trait LiveCloud: Cloud {
+    /// The cloud registers its instances' Nodes itself (the simulated one).
+    fn plays_kubelet(&self) -> bool {
+        false
+    }
+    /// A watched EC2NodeClass as launches need it.
+    fn resolve(&mut self, class: EC2NodeClass) -> EC2NodeClass {
+        class
+    }
+    /// An EC2NodeClass deleted.
+    fn forget(&mut self, _name: &str) {}
+    /// Periodic work; true when the catalogue or a class's status changed (the instance-type
+    /// facts must be built again).
+    fn tick(
+        &mut self,
+        _now_ms: i64,
+        _control: &mut ControlLoop,
+        _catalog: &mut Arc<RegionCatalog>,
+    ) -> bool {
+        false
+    }
+    /// Interruptions read from the queue since the last call.
+    fn interruptions(&mut self) -> Vec<Interruption> {
+        Vec::new()
+    }
+    /// Takes in the answers to calls already made before the process stops.
+    fn settle(&mut self) {}
+    /// The region's name.
+    fn region(&self) -> String;
+}
+
+impl LiveCloud for SimCloud {
+    fn plays_kubelet(&self) -> bool {
+        true
+    }
+
+    fn region(&self) -> String {
+        self.config().region.clone()
+    }
+}
+
+/// EC2, with the SDK clients, the interruption queue and the refresh clocks.
+pub(crate) struct AwsLive {
+    pub(crate) cloud: Ec2Cloud,
+    pub(crate) ec2: Ec2,
+    runtime: tokio::runtime::Handle,
+    kubernetes_version: Option<String>,
+    nodeclass_refresh_ms: i64,
+    catalog_refresh_ms: i64,
+    last_resolve_ms: i64,
+    last_catalog_ms: i64,
+    queue: Receiver<Interruption>,
+    pub(crate) queue_stats: Option<Arc<InterruptionQueue>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl AwsLive {
+    pub(crate) fn start(
+        args: &RunArgs,
+        runtime: &tokio::runtime::Runtime,
+        now_ms: i64,
+    ) -> Result<AwsLive> {
+        let (ec2, cloud) = setup::connect_ec2(args, runtime)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let (queue, queue_stats) = setup::start_queue(&ec2, runtime, &stop)?;
+        Ok(AwsLive {
+            cloud,
+            ec2,
+            runtime: runtime.handle().clone(),
+            kubernetes_version: args.kubernetes_version.clone(),
+            nodeclass_refresh_ms: args.nodeclass_refresh_ms,
+            catalog_refresh_ms: args.catalog_refresh_ms,
+            last_resolve_ms: now_ms,
+            last_catalog_ms: now_ms,
+            queue,
+            queue_stats,
+            stop,
+        })
+    }
+
+    fn resolved(&self, class: &EC2NodeClass) -> Result<EC2NodeClass> {
+        self.runtime.block_on(setup::resolved(
+            &self.ec2.clients,
+            &self.ec2.calls,
+            class,
+            self.kubernetes_version.as_deref(),
+        ))
+    }
+}
+
+impl LiveCloud for AwsLive {
+    fn resolve(&mut self, class: EC2NodeClass) -> EC2NodeClass {
+        match self.resolved(&class) {
+            Ok(fresh) => {
+                self.cloud.set_nodeclass(fresh.clone());
+                fresh
+            }
+            Err(e) => {
+                // Nothing launches with a class whose selector terms do not resolve.
+                tracing::warn!(nodeclass = %class.name, error = %e, "resolving selector terms failed");
+                class
+            }
+        }
+    }
+
+    fn forget(&mut self, name: &str) {
+        self.cloud.remove_nodeclass(name);
+    }
+
+    fn tick(
+        &mut self,
+        now_ms: i64,
+        control: &mut ControlLoop,
+        catalog: &mut Arc<RegionCatalog>,
+    ) -> bool {
+        let mut changed = false;
+        if now_ms.saturating_sub(self.last_resolve_ms) >= self.nodeclass_refresh_ms {
+            self.last_resolve_ms = now_ms;
+            let classes: Vec<EC2NodeClass> =
+                control.actuator().nodeclasses().values().cloned().collect();
+            for class in classes {
+                match self.resolved(&class) {
+                    Ok(fresh) if fresh.status != class.status => {
+                        self.cloud.set_nodeclass(fresh.clone());
+                        control.set_fact(Fact::NodeClass(fresh));
+                        changed = true;
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!(nodeclass = %class.name, error = %e, "resolving selector terms failed; keeping the last status")
+                    }
+                }
+            }
+            if let Err(e) = self.cloud.delete_unused_launch_templates() {
+                tracing::warn!(error = %e, "deleting unused launch templates failed");
+            }
+            if let Err(e) = self.cloud.delete_unused_instance_profiles() {
+                tracing::warn!(error = %e, "deleting unused instance profiles failed");
+            }
+        }
+        if now_ms.saturating_sub(self.last_catalog_ms) >= self.catalog_refresh_ms {
+            self.last_catalog_ms = now_ms;
+            let found = self
+                .runtime
+                .block_on(dovetail_aws::discovery::discover_catalog(
+                    &self.ec2.clients.ec2,
+                    &self.ec2.calls,
+                    &self.ec2.clients.region,
+                ));
+            match found {
+                Ok(found) => {
+                    self.cloud.set_catalog(&found.catalog);
+                    control
+                        .actuator_mut()
+                        .set_instance_types(crate::replay::world::region_types(&found.catalog));
+                    *catalog = Arc::new(found.catalog);
+                    changed = true;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "discovering the catalogue again failed; keeping the last one")
+                }
+            }
+        }
+        changed
+    }
+
+    fn interruptions(&mut self) -> Vec<Interruption> {
+        self.queue.try_iter().collect()
+    }
+
+    fn settle(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.cloud.settle(Duration::from_secs(60));
+    }
+
+    fn region(&self) -> String {
+        self.ec2.clients.region.clone()
+    }
+}
+
+impl Cloud for AwsLive {
+    fn create_fleet(&mut self, now_ms: i64, request: FleetRequest) {
+        self.cloud.create_fleet(now_ms, request)
+    }
+    fn terminate(&mut self, now_ms: i64, instance_id: &str) {
+        self.cloud.terminate(now_ms, instance_id)
+    }
+    fn poll_replies(&mut self, now_ms: i64) -> Vec<CloudReply> {
+        self.cloud.poll_replies(now_ms)
+    }
+    fn poll_events(&mut self, now_ms: i64) -> Vec<CloudEvent> {
+        self.cloud.poll_events(now_ms)
+    }
+    fn instance(&self, id: &str) -> Option<&Instance> {
+        self.cloud.instance(id)
+    }
+    fn instance_for_nodeclaim(&self, nodeclaim: &str) -> Option<&Instance> {
+        self.cloud.instance_for_nodeclaim(nodeclaim)
+    }
+    fn instances(&self) -> Vec<&Instance> {
+        Cloud::instances(&self.cloud)
+    }
+    fn next_due_ms(&self) -> Option<i64> {
+        self.cloud.next_due_ms()
+    }
+}

@@ -1,0 +1,313 @@
+//! The cluster side of the `dovetail run --cluster kube` tests: a Kubernetes API test peer with
+//! a kubeconfig for it, typed handles on the objects the tests read and write, the steps a test
+//! plays (kube-scheduler marking a pod unschedulable and binding it, the kubelet registering a
+//! Node), and the check that the chart's RBAC allows every request the controller made.
+#![allow(dead_code)]
+
+use dovetail_kube::test_peer::KubePeer;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::discovery::ApiResource;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+pub fn object(v: Value) -> DynamicObject {
+    serde_json::from_value(v).expect("a Kubernetes object")
+}
+
+fn resource(group: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: group.into(),
+        version: "v1".into(),
+        api_version: format!("{group}/v1"),
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+/// Polls `check` until it gives a value (or fails after 60 s, naming what it waited for).
+pub fn eventually<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The status of condition `kind` in `status.conditions`.
+pub fn condition(o: &Value, kind: &str) -> Option<String> {
+    o["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)
+        .and_then(|c| c["status"].as_str())
+        .map(str::to_string)
+}
+
+/// A test peer, a kubeconfig for it in a temporary folder, and handles on its objects.
+pub struct LiveCluster {
+    pub peer: KubePeer,
+    pub dir: PathBuf,
+    pub kubeconfig: PathBuf,
+    pub rt: tokio::runtime::Runtime,
+    pub nodepools: Api<DynamicObject>,
+    pub nodeclasses: Api<DynamicObject>,
+    pub claims: Api<DynamicObject>,
+    pub nodes: Api<Node>,
+    pub pods: Api<Pod>,
+}
+
+impl LiveCluster {
+    pub fn start(name: &str) -> LiveCluster {
+        let peer = KubePeer::start();
+        let dir = std::env::temp_dir().join(format!("dovetail-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a temp dir");
+        let kubeconfig = dir.join("kubeconfig");
+        std::fs::write(
+            &kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: peer\n  cluster:\n    server: {}\n\
+                 users:\n- name: peer\n  user: {{}}\ncontexts:\n- name: peer\n  context:\n    cluster: peer\n    user: peer\n\
+                 current-context: peer\n",
+                peer.url()
+            ),
+        )
+        .expect("write the kubeconfig");
+        let rt = tokio::runtime::Runtime::new().expect("a runtime");
+        let client = {
+            let _in = rt.enter();
+            peer.client()
+        };
+        LiveCluster {
+            nodepools: Api::all_with(
+                client.clone(),
+                &resource("karpenter.sh", "NodePool", "nodepools"),
+            ),
+            nodeclasses: Api::all_with(
+                client.clone(),
+                &resource("karpenter.k8s.aws", "EC2NodeClass", "ec2nodeclasses"),
+            ),
+            claims: Api::all_with(
+                client.clone(),
+                &resource("karpenter.sh", "NodeClaim", "nodeclaims"),
+            ),
+            nodes: Api::all(client.clone()),
+            pods: Api::namespaced(client, "team"),
+            peer,
+            dir,
+            kubeconfig,
+            rt,
+        }
+    }
+
+    /// Creates an EC2NodeClass `default` with these selector terms' tag.
+    pub fn create_nodeclass(&self, discovery: &str) {
+        self.rt
+            .block_on(self.nodeclasses.create(
+                &PostParams::default(),
+                &object(json!({
+                    "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+                    "metadata": {"name": "default"},
+                    "spec": {"role": format!("KarpenterNodeRole-{discovery}"),
+                        "amiSelectorTerms": [{"tags": {"karpenter.sh/discovery": discovery}}],
+                        "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": discovery}}],
+                        "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": discovery}}]},
+                })),
+            ))
+            .expect("create the EC2NodeClass");
+    }
+
+    /// Creates NodePool `general` (label `team: web`, m5.large / m5.xlarge on demand, a
+    /// startup taint, consolidated when empty after 5 s).
+    pub fn create_nodepool(&self) {
+        self.rt
+            .block_on(self.nodepools.create(
+                &PostParams::default(),
+                &object(json!({
+                    "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+                    "metadata": {"name": "general"},
+                    "spec": {
+                        "template": {
+                            "metadata": {"labels": {"team": "web"}},
+                            "spec": {
+                                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                                "requirements": [
+                                    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+                                    {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large", "m5.xlarge"]}],
+                                "startupTaints": [{"key": "example.com/cni-not-ready", "effect": "NoSchedule"}]}},
+                        "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "5s"}},
+                })),
+            ))
+            .expect("create the NodePool");
+    }
+
+    /// Creates pod `team/NAME` (1 CPU, 1 GiB) and marks it as kube-scheduler does when no node
+    /// fits it: `PodScheduled=False, reason Unschedulable`.
+    pub fn create_unschedulable_pod(&self, name: &str) {
+        self.rt
+            .block_on(
+                self.pods.create(
+                    &PostParams::default(),
+                    &serde_json::from_value(json!({
+                        "apiVersion": "v1", "kind": "Pod",
+                        "metadata": {"name": name, "namespace": "team"},
+                        "spec": {"containers": [{"name": "app", "image": "app",
+                            "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]},
+                    }))
+                    .expect("a Pod"),
+                ),
+            )
+            .expect("create the pod");
+        self.rt
+            .block_on(self.pods.patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"phase": "Pending", "conditions": [
+                    {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}})),
+            ))
+            .expect("mark the pod unschedulable");
+    }
+
+    /// The first NodeClaim to appear.
+    pub fn first_nodeclaim(&self) -> DynamicObject {
+        eventually("a NodeClaim", || {
+            let list = self
+                .rt
+                .block_on(self.claims.list(&Default::default()))
+                .ok()?;
+            list.items.into_iter().next()
+        })
+    }
+
+    /// The NodeClaim once `check` holds of it.
+    pub fn nodeclaim_when(&self, name: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+        eventually(what, || {
+            let o = serde_json::to_value(self.rt.block_on(self.claims.get(name)).ok()?).ok()?;
+            check(&o).then_some(o)
+        })
+    }
+
+    pub fn node(&self, name: &str) -> Value {
+        serde_json::to_value(self.rt.block_on(self.nodes.get(name)).expect("the Node"))
+            .expect("JSON")
+    }
+
+    /// The kubelet registers Node `name` for `provider_id`: with the unregistered taint, Ready.
+    pub fn kubelet_registers(&self, name: &str, provider_id: &str) {
+        let node: Node = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "spec": {"providerID": provider_id, "taints": [
+                {"key": "karpenter.sh/unregistered", "effect": "NoExecute"}]},
+            "status": {"capacity": {"cpu": "2", "memory": "8Gi", "pods": "29"},
+                "allocatable": {"cpu": "1930m", "memory": "7Gi", "pods": "29"},
+                "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]},
+        }))
+        .expect("a Node");
+        self.rt
+            .block_on(self.nodes.create(&PostParams::default(), &node))
+            .expect("register the Node");
+    }
+
+    /// kube-scheduler binds the pod to `node` and it runs.
+    pub fn bind(&self, pod: &str, node: &str) {
+        self.rt
+            .block_on(self.pods.patch(
+                pod,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"nodeName": node}})),
+            ))
+            .expect("bind the pod");
+        self.rt
+            .block_on(self.pods.patch_status(
+                pod,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"phase": "Running", "conditions": [
+                    {"type": "PodScheduled", "status": "True"}]}})),
+            ))
+            .expect("the pod runs");
+    }
+
+    pub fn delete_pod(&self, pod: &str) {
+        self.rt
+            .block_on(self.pods.delete(pod, &DeleteParams::default()))
+            .expect("delete the pod");
+    }
+
+    /// Waits until the NodeClaim and the Node are both gone.
+    pub fn gone(&self, claim: &str, node: &str) {
+        eventually("the NodeClaim gone", || {
+            self.rt
+                .block_on(self.claims.get_opt(claim))
+                .ok()
+                .and_then(|o| o.is_none().then_some(()))
+        });
+        eventually("the Node gone", || {
+            self.rt
+                .block_on(self.nodes.get_opt(node))
+                .ok()
+                .and_then(|o| o.is_none().then_some(()))
+        });
+    }
+
+    /// Every request the controller (User-Agent `dovetail/…`) made is allowed by the chart's
+    /// RBAC; returns them.
+    pub fn assert_rbac_covers_the_controller(&self) -> Vec<Value> {
+        let log: Vec<Value> =
+            serde_json::from_str(&self.peer.control("GET", "/_peer/requests", ""))
+                .expect("the request log");
+        let made: Vec<Value> = log
+            .into_iter()
+            .filter(|r| {
+                r["user_agent"]
+                    .as_str()
+                    .is_some_and(|a| a.starts_with("dovetail/"))
+            })
+            .collect();
+        assert!(
+            made.iter()
+                .any(|r| r["resource"] == "nodeclaims" && r["verb"] == "create"),
+            "the log names the controller's requests: {made:?}"
+        );
+        let rules = rbac_rules();
+        let uncovered: Vec<&Value> = made.iter().filter(|r| !rbac_covers(&rules, r)).collect();
+        assert!(
+            uncovered.is_empty(),
+            "not allowed by deploy/rbac-rules.json: {uncovered:?}"
+        );
+        made
+    }
+}
+
+impl Drop for LiveCluster {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The chart's ClusterRole and Role rules (`deploy/rbac-rules.json`, checked against the chart's
+/// templates by `deploy/check_rbac_json.py`).
+pub fn rbac_rules() -> Vec<Value> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/rbac-rules.json");
+    serde_json::from_str(&std::fs::read_to_string(path).expect("deploy/rbac-rules.json"))
+        .expect("JSON")
+}
+
+/// Whether a request of the peer's log (`verb`, `group`, `resource`, `subresource`,
+/// `namespace`) is allowed by one of the rules; a namespaced rule (a Role) allows only
+/// requests inside a namespace.
+pub fn rbac_covers(rules: &[Value], request: &Value) -> bool {
+    rules.iter().any(|rule| {
+        rule["apiGroup"] == request["group"]
+            && rule["resource"] == request["resource"]
+            && rule["subresource"] == request["subresource"]
+            && rule["verbs"]
+                .as_array()
+                .is_some_and(|v| v.iter().any(|verb| *verb == request["verb"]))
+            && (rule["namespaced"] == false || !request["namespace"].is_null())
+    })
+}

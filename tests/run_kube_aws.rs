@@ -1,0 +1,89 @@
+//! The controller end to end with both real parts: `dovetail run --cloud aws --cluster kube`
+//! through the binary against moto (EC2, `dovetail_aws::test_peer`) and kmock (the Kubernetes
+//! API, `dovetail_kube::test_peer`). A NodePool, an EC2NodeClass selecting the seeded network and
+//! an unschedulable pod → a NodeClaim → one CreateFleet at moto → the test plays kubelet and
+//! registers a Node with the instance's provider id → registration → Initialized; the pod bound
+//! and deleted → the empty node consolidated: instance terminated at moto, Node and NodeClaim
+//! gone. Every request the controller made is allowed by the chart's RBAC.
+
+mod live_cluster;
+
+use dovetail_aws::test_peer::Peer;
+use live_cluster::{condition, LiveCluster};
+use serde_json::Value;
+use std::process::Command;
+
+#[test]
+fn a_pending_pod_gets_an_ec2_instance_that_registers_and_is_terminated_when_empty() {
+    let ec2 = Peer::start_with(&["--seed-network", "my-cluster"]);
+    let c = LiveCluster::start("run-kube-aws");
+    c.create_nodeclass("my-cluster");
+    c.create_nodepool();
+    c.create_unschedulable_pod("web-1");
+
+    let summary = c.dir.join("summary.json");
+    let mut controller = Command::new(env!("CARGO_BIN_EXE_dovetail"))
+        .args(["run", "--cloud", "aws", "--cluster", "kube", "--for", "30s"])
+        .args(["--tick", "200ms", "--describe-interval", "500ms"])
+        .args(["--consolidation-validation", "1s"])
+        .arg("--kubeconfig")
+        .arg(&c.kubeconfig)
+        .arg("--summary")
+        .arg(&summary)
+        .env("AWS_ENDPOINT_URL", ec2.endpoint())
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("CLUSTER_NAME", "my-cluster")
+        .env_remove("AWS_PROFILE")
+        .spawn()
+        .expect("start dovetail run");
+
+    let claim = c.first_nodeclaim();
+    let name = claim.metadata.name.clone().expect("a name");
+    // CreateFleet answered: the instance is recorded on the NodeClaim.
+    let launched = c.nodeclaim_when(&name, "the NodeClaim Launched", |o| {
+        o["status"]["providerID"].is_string()
+    });
+    let provider_id = launched["status"]["providerID"]
+        .as_str()
+        .expect("providerID")
+        .to_string();
+    let node_name = launched["status"]["nodeName"]
+        .as_str()
+        .expect("nodeName")
+        .to_string();
+    let instance_id = provider_id.rsplit('/').next().expect("an id").to_string();
+    assert!(instance_id.starts_with("i-"), "{provider_id}");
+
+    // The kubelet joins; registration and initialisation follow.
+    c.kubelet_registers(&node_name, &provider_id);
+    c.nodeclaim_when(&name, "the NodeClaim Initialized", |o| {
+        condition(o, "Initialized").as_deref() == Some("True")
+    });
+    let node = c.node(&node_name);
+    assert_eq!(
+        node["metadata"]["labels"]["karpenter.sh/nodepool"],
+        "general"
+    );
+    assert_eq!(
+        node["metadata"]["finalizers"],
+        serde_json::json!(["karpenter.sh/termination"])
+    );
+
+    c.bind("web-1", &node_name);
+    c.delete_pod("web-1");
+    c.gone(&name, &node_name);
+
+    let status = controller.wait().expect("dovetail run ends");
+    assert!(status.success(), "dovetail run: {status}");
+    c.assert_rbac_covers_the_controller();
+    assert_eq!(ec2.count_calls("CreateFleet"), 1, "nothing launched twice");
+    assert!(ec2.count_calls("TerminateInstances") >= 1);
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary).expect("the summary"))
+        .expect("JSON");
+    assert_eq!(s["instances"]["launched"], 1, "{s}");
+    assert_eq!(s["instances"]["running"], 0, "{s}");
+    assert_eq!(s["cluster_name"], "my-cluster", "{s}");
+    assert_eq!(s["kubernetes"]["nodes_registered"], 1, "{s}");
+}
