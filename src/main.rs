@@ -60,9 +60,9 @@ enum Command {
     /// The embedded default: replay a workload trace against a simulated cluster and EC2, with
     /// the real engine making every decision; print a summary and optionally write a report.
     Replay(replay_cmd::ReplayArgs),
-    /// The control loop on the wall clock against a real cloud: `--cloud aws --cluster sim`
-    /// launches and terminates real EC2 instances for a simulated cluster's pods.
-    Run(dovetail::run::RunArgs),
+    /// The control loop on the wall clock: the Kubernetes controller (`--cluster kube`, with
+    /// EC2 or the simulated cloud), or EC2 for a simulated cluster (`--cloud aws --cluster sim`).
+    Run(Box<dovetail::run::RunArgs>),
     /// Work with workload traces (convert the real Alibaba traces into dovetail's format).
     Trace {
         #[command(subcommand)]
@@ -111,7 +111,7 @@ fn main() -> Result<()> {
         Command::Replay(args) => replay_cmd::run(args)?,
         Command::Run(args) => {
             let to_file = args.summary.is_some();
-            let summary = dovetail::run::run(args)?;
+            let summary = dovetail::run::run(*args)?;
             if !to_file {
                 output::emit(
                     "run",

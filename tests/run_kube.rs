@@ -181,3 +181,49 @@ fn a_pending_pod_gets_a_nodeclaim_a_registered_node_and_an_empty_node_goes() {
     assert_eq!(s["kubernetes"]["nodes_registered"], 1, "{s}");
     assert_eq!(s["kubernetes"]["nodeclaims_initialized"], 1, "{s}");
 }
+
+#[test]
+fn a_dry_run_decides_and_writes_nothing() {
+    let c = LiveCluster::start("run-kube-dry");
+    c.create_nodeclass("test");
+    c.create_nodepool();
+    c.create_unschedulable_pod("web-1");
+    let summary = c.dir.join("summary.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_dovetail"))
+        .args(["run", "--cloud", "sim", "--cluster", "kube", "--dry-run"])
+        .args(["--for", "4s", "--tick", "200ms"])
+        .arg("--kubeconfig")
+        .arg(&c.kubeconfig)
+        .arg("--summary")
+        .arg(&summary)
+        .output()
+        .expect("dovetail run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary).expect("the summary"))
+        .expect("JSON");
+    // It decided to launch for the pod …
+    assert!(
+        s["kubernetes"]["writes_withheld"].as_u64() >= Some(1),
+        "{s}"
+    );
+    assert!(
+        s["kubernetes"]["cloud_calls_withheld"].as_u64() >= Some(1),
+        "{s}"
+    );
+    // … and the API server saw nothing but reads (and its leader Lease).
+    let list =
+        c.rt.block_on(c.claims.list(&Default::default()))
+            .expect("list NodeClaims");
+    assert!(list.items.is_empty());
+    let made = c.requests_of_the_controller();
+    let writes: Vec<&Value> = made
+        .iter()
+        .filter(|r| !matches!(r["verb"].as_str(), Some("get" | "list" | "watch")))
+        .filter(|r| r["resource"] != "leases")
+        .collect();
+    assert!(writes.is_empty(), "a dry run wrote: {writes:?}");
+}

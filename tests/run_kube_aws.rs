@@ -87,3 +87,68 @@ fn a_pending_pod_gets_an_ec2_instance_that_registers_and_is_terminated_when_empt
     assert_eq!(s["cluster_name"], "my-cluster", "{s}");
     assert_eq!(s["kubernetes"]["nodes_registered"], 1, "{s}");
 }
+
+#[test]
+fn a_standby_takes_over_a_launch_without_launching_again() {
+    let ec2 = Peer::start_with(&["--seed-network", "my-cluster"]);
+    let c = LiveCluster::start("run-kube-handover");
+    c.create_nodeclass("my-cluster");
+    c.create_nodepool();
+    c.create_unschedulable_pod("web-1");
+    let replica = |name: &str, seconds: &str| {
+        Command::new(env!("CARGO_BIN_EXE_dovetail"))
+            .args([
+                "run",
+                "--cloud",
+                "aws",
+                "--cluster",
+                "kube",
+                "--for",
+                seconds,
+            ])
+            .args(["--tick", "200ms", "--describe-interval", "500ms"])
+            .args(["--leader-lease-duration", "3s"])
+            .arg("--kubeconfig")
+            .arg(&c.kubeconfig)
+            .arg("--summary")
+            .arg(c.dir.join(format!("{name}.json")))
+            .env("POD_NAME", name)
+            .env("AWS_ENDPOINT_URL", ec2.endpoint())
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", "testing")
+            .env("CLUSTER_NAME", "my-cluster")
+            .env_remove("AWS_PROFILE")
+            .spawn()
+            .expect("start dovetail run")
+    };
+    let mut first = replica("first", "60s");
+    let claim = c.first_nodeclaim();
+    let name = claim.metadata.name.clone().expect("a name");
+    let launched = c.nodeclaim_when(&name, "the NodeClaim Launched", |o| {
+        o["status"]["providerID"].is_string()
+    });
+    // The leader dies (no chance to release its Lease); a second replica starts.
+    first.kill().expect("kill the leader");
+    let _ = first.wait();
+    let mut second = replica("second", "12s");
+    let provider_id = launched["status"]["providerID"]
+        .as_str()
+        .expect("providerID");
+    let node_name = launched["status"]["nodeName"].as_str().expect("nodeName");
+    c.kubelet_registers(node_name, provider_id);
+    // The new leader registers the Node the old one launched, and initialises it.
+    c.nodeclaim_when(&name, "the NodeClaim Initialized", |o| {
+        condition(o, "Initialized").as_deref() == Some("True")
+    });
+    let status = second.wait().expect("the second replica ends");
+    assert!(status.success(), "{status}");
+    assert_eq!(ec2.count_calls("CreateFleet"), 1, "nothing launched twice");
+    let s: Value = serde_json::from_str(
+        &std::fs::read_to_string(c.dir.join("second.json")).expect("the summary"),
+    )
+    .expect("JSON");
+    assert_eq!(s["kubernetes"]["nodeclaims_read_back"], 1, "{s}");
+    assert_eq!(s["instances"]["launched"], 0, "{s}");
+    assert_eq!(s["instances"]["running"], 1, "{s}");
+}

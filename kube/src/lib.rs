@@ -7,6 +7,7 @@
 pub mod cluster;
 pub mod connect;
 pub mod kinds;
+pub mod leader;
 pub mod nodeclaim;
 pub mod provisionable;
 pub mod test_peer;

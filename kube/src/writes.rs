@@ -36,6 +36,8 @@ pub struct ClusterWriter {
     replies: Receiver<ClusterReply>,
     /// The last write submitted for each object: the next one waits for it.
     order: Mutex<HashMap<String, oneshot::Receiver<()>>>,
+    dry_run: bool,
+    withheld: std::sync::atomic::AtomicU64,
 }
 
 /// How many objects' last writes are remembered before finished ones are forgotten.
@@ -67,7 +69,20 @@ impl ClusterWriter {
             sender,
             replies,
             order: Mutex::new(HashMap::new()),
+            dry_run: false,
+            withheld: Default::default(),
         })
+    }
+
+    /// From now on writes are logged and counted, not sent (`dovetail run --dry-run`).
+    pub fn dry_run(mut self) -> ClusterWriter {
+        self.dry_run = true;
+        self
+    }
+
+    /// Writes not sent because of `--dry-run`.
+    pub fn writes_withheld(&self) -> u64 {
+        self.withheld.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The client the writes go through (the watches share it).
@@ -82,6 +97,12 @@ impl ClusterWriter {
     where
         F: std::future::Future<Output = Option<ClusterReply>> + Send + 'static,
     {
+        if self.dry_run {
+            self.withheld
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::info!(object = %object, "dry run: write not sent");
+            return;
+        }
         let sender = self.sender.clone();
         let (done, finished) = oneshot::channel::<()>();
         let previous = if object.is_empty() {

@@ -47,6 +47,23 @@ pub struct RunArgs {
     /// The simulated cloud's settings (`--cloud sim`), JSON as `dovetail replay --sim-config`.
     #[arg(long = "sim-config")]
     pub sim_config: Option<PathBuf>,
+    /// Watch, decide and log, but write nothing to the cluster or the cloud (how a Karpenter
+    /// user tries dovetail beside Karpenter). `--cluster kube` only.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Act without leader election (one replica only). `--cluster kube` only.
+    #[arg(long)]
+    pub no_leader_elect: bool,
+    /// The namespace of dovetail's leader Lease (`dovetail-leader-election`).
+    #[arg(long, env = "SYSTEM_NAMESPACE", default_value = "kube-system")]
+    pub leader_namespace: String,
+    /// How long a leader Lease unrenewed is held before a standby takes over.
+    #[arg(long = "leader-lease-duration", default_value = "15s", value_parser = duration_ms)]
+    pub leader_lease_duration_ms: i64,
+    /// Where Karpenter's leader Lease (`karpenter-leader-election`) is looked for: dovetail
+    /// does not act while Karpenter's controller holds it. `none`: not looked for.
+    #[arg(long, env = "KARPENTER_NAMESPACE", default_value = "kube-system")]
+    pub karpenter_namespace: String,
     /// How long a consolidation command waits before it is validated and acted on
     /// (Karpenter: 15 s).
     #[arg(long = "consolidation-validation", value_parser = duration_ms)]

@@ -7,7 +7,7 @@
 //! registers the Node object (with the provider id), and marks it Ready when it initialises, so
 //! the whole life of a node shows on the API server without AWS.
 
-use super::live_cloud::{AwsLive, LiveCloud};
+use super::live_cloud::{AwsLive, DryRun, LiveCloud};
 use super::{RunArgs, RunSummary};
 use crate::replay::world::region_types;
 use anyhow::{Context, Result};
@@ -16,6 +16,7 @@ use dovetail_actuate::{ActuationSettings, ControlLoop, POLL_INTERVAL_MS};
 use dovetail_dataflow::backend::CloudEventKind;
 use dovetail_dataflow::catalog::{embedded, RegionCatalog};
 use dovetail_dataflow::facts::{Fact, Interruption, InterruptionKind};
+use dovetail_kube::leader::{Election, Role};
 use dovetail_kube::{ClusterWriter, FactUpdate, KubeCluster, WatchStats, WATCHED};
 use dovetail_sim::{SimCloud, SimConfig};
 use std::collections::BTreeMap;
@@ -26,6 +27,12 @@ use std::time::{Duration, Instant};
 /// How long the first lists of the watched kinds may take before the loop starts anyway.
 const FIRST_LIST_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// dovetail's leader Lease.
+const LEASE_NAME: &str = "dovetail-leader-election";
+
+/// How often a standby looks at its role.
+const TICK_STANDBY: Duration = Duration::from_millis(200);
+
 /// What the Kubernetes side did, for the summary.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct KubeStats {
@@ -35,6 +42,9 @@ pub struct KubeStats {
     pub relists: u64,
     pub objects_skipped: u64,
     pub watch_errors: u64,
+    /// `--dry-run`: writes to the API server and cloud calls logged, not made.
+    pub writes_withheld: u64,
+    pub cloud_calls_withheld: u64,
 }
 
 /// Runs the controller against the cluster and the simulated cloud until `--for` has passed.
@@ -59,8 +69,10 @@ pub fn run_sim(args: &RunArgs, runtime: &tokio::runtime::Runtime) -> Result<RunS
         ..ActuationSettings::default()
     };
     let cloud = SimCloud::new(sim).map_err(|e| anyhow::anyhow!("the simulated cloud: {e}"))?;
-    let (summary, _) = drive(args, runtime, cloud, catalog, settings)?;
-    Ok(summary)
+    if args.dry_run {
+        return Ok(drive(args, runtime, DryRun::new(cloud), catalog, settings)?.0);
+    }
+    Ok(drive(args, runtime, cloud, catalog, settings)?.0)
 }
 
 /// Runs the controller against the cluster and EC2 until `--for` has passed.
@@ -74,7 +86,12 @@ pub fn run_aws(args: &RunArgs, runtime: &tokio::runtime::Runtime) -> Result<RunS
             .unwrap_or(ActuationSettings::default().consolidation_validation_ms),
         ..ActuationSettings::default()
     };
-    let (mut summary, live) = drive(args, runtime, live, catalog, settings)?;
+    let (mut summary, live) = if args.dry_run {
+        let (s, dry) = drive(args, runtime, DryRun::new(live), catalog, settings)?;
+        (s, dry.0)
+    } else {
+        drive(args, runtime, live, catalog, settings)?
+    };
     summary.cluster_name = live.ec2.settings.cluster_name.clone();
     summary.ec2_calls = live.ec2.calls.counts();
     summary.interruption_queue = live.queue_stats.as_ref().map(|q| q.stats());
@@ -97,21 +114,15 @@ fn drive<C: LiveCloud>(
         .context("a client for the API server")?;
     let (updates, watch_stats) =
         dovetail_kube::watch_all(runtime.handle(), writer.client(), WATCHED);
+    let elector = (!args.no_leader_elect)
+        .then(|| dovetail_kube::leader::start(runtime.handle(), writer.client(), election(args)));
+    let writer = if args.dry_run {
+        writer.dry_run()
+    } else {
+        writer
+    };
     let mut cluster = KubeCluster::new(writer);
     let mut stats = KubeStats::default();
-    for object in cluster
-        .writer()
-        .list_nodeclaims()
-        .context("listing NodeClaims")?
-    {
-        match dovetail_ingest::read_nodeclaim("API server", &object) {
-            Ok(claim) => {
-                stats.nodeclaims_read_back += 1;
-                cluster.adopt(claim);
-            }
-            Err(e) => tracing::warn!(error = %e, "NodeClaim left alone"),
-        }
-    }
     let queries = dovetail_queries::standing_queries_polled(POLL_INTERVAL_MS as u64);
     let mut control = ControlLoop::start(queries, 1, settings)?;
     control
@@ -126,9 +137,6 @@ fn drive<C: LiveCloud>(
         &catalog,
         &clock,
     );
-    let now = clock.now_ms();
-    control.set_clock(now);
-    control.recover(now, &mut cloud, &mut cluster);
 
     let deadline = args
         .for_ms
@@ -137,18 +145,41 @@ fn drive<C: LiveCloud>(
     let mut last_progress = Instant::now();
     let mut waiting: Option<FactUpdate> = None;
     let mut interruption_facts: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut leading = false;
+    let mut class_changed = false;
     loop {
         let now = clock.now_ms();
         control.set_clock(now);
-        let mut class_changed = false;
         for u in waiting.take().into_iter().chain(updates.try_iter()) {
             class_changed |= take_update(&mut cluster, &mut control, &mut cloud, now, u);
+        }
+        let role = elector.as_ref().map_or(Role::Leader, |e| e.state.role());
+        if role == Role::Lost {
+            anyhow::bail!("lost the leader Lease: stopping so a standby takes over");
+        }
+        if role != Role::Leader {
+            // A standby keeps its caches and the engine's facts warm, and the cloud's listing
+            // fresh, but decides nothing: the epoch it would close is the leader's to act on.
+            let _ = cloud.poll_events(now);
+            if last_progress.elapsed() >= Duration::from_secs(5) {
+                last_progress = Instant::now();
+                eprintln!("[{:>4}s] {role:?}: not acting", started.elapsed().as_secs());
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                break;
+            }
+            waiting = updates.recv_timeout(TICK_STANDBY).ok();
+            continue;
+        }
+        if !leading {
+            leading = true;
+            take_over(now, &mut cluster, &mut control, &mut cloud, &mut stats)?;
         }
         class_changed |= cloud.tick(now, &mut control, &mut catalog);
         for i in cloud.interruptions() {
             interrupted(&mut control, &cloud, &mut interruption_facts, i);
         }
-        if class_changed {
+        if std::mem::take(&mut class_changed) {
             control.refresh_instance_types(&catalog);
         }
         for e in cloud.poll_events(now) {
@@ -214,6 +245,8 @@ fn drive<C: LiveCloud>(
     // Stop cleanly: answers to calls already made are taken in, nothing is terminated.
     cloud.settle();
     watch_counts(&watch_stats, &mut stats);
+    stats.writes_withheld = cluster.writer().writes_withheld();
+    stats.cloud_calls_withheld = cloud.calls_withheld();
     let summary = summarise(&control, &cloud, &cluster, stats, started.elapsed());
     Ok((summary, cloud))
 }
@@ -247,6 +280,54 @@ fn interrupted<C: LiveCloud>(
         .push(fact.describe());
     control.set_fact(fact);
     control.actuator_mut().drain_now(&instance.node_name());
+}
+
+/// This replica leads now: the NodeClaims on the API server are read back (whoever led before
+/// may have created some), and recovery finishes each launch under its client token instead of
+/// launching again.
+fn take_over<C: LiveCloud>(
+    now: i64,
+    cluster: &mut KubeCluster,
+    control: &mut ControlLoop,
+    cloud: &mut C,
+    stats: &mut KubeStats,
+) -> Result<()> {
+    for object in cluster
+        .writer()
+        .list_nodeclaims()
+        .context("listing NodeClaims")?
+    {
+        match dovetail_ingest::read_nodeclaim("API server", &object) {
+            Ok(claim) => {
+                stats.nodeclaims_read_back += 1;
+                cluster.adopt(claim);
+            }
+            Err(e) => tracing::warn!(error = %e, "NodeClaim left alone"),
+        }
+    }
+    control.set_clock(now);
+    control.recover(now, cloud, cluster);
+    Ok(())
+}
+
+/// The election's settings from the flags; the identity is the pod's name (`POD_NAME`, from
+/// the Downward API) or the host's, with the process id.
+fn election(args: &RunArgs) -> Election {
+    let identity = std::env::var("POD_NAME").unwrap_or_else(|_| {
+        let host = std::fs::read_to_string("/etc/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_else(|_| "dovetail".to_string());
+        format!("{host}_{}", std::process::id())
+    });
+    Election {
+        namespace: args.leader_namespace.clone(),
+        lease_name: LEASE_NAME.to_string(),
+        identity,
+        lease_duration: Duration::from_millis(args.leader_lease_duration_ms.max(1000) as u64),
+        retry: Duration::from_millis((args.leader_lease_duration_ms / 7).clamp(100, 2000) as u64),
+        karpenter_namespace: (args.karpenter_namespace != "none")
+            .then(|| args.karpenter_namespace.clone()),
+    }
 }
 
 /// Takes the watches' first lists (one relist per kind) before anything is decided, so the

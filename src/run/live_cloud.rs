@@ -50,6 +50,83 @@ pub(crate) trait LiveCloud: Cloud {
     fn settle(&mut self) {}
     /// The region's name.
     fn region(&self) -> String;
+    /// Calls not made because of `--dry-run`.
+    fn calls_withheld(&self) -> u64 {
+        0
+    }
+}
+
+/// `--dry-run`: the cloud's reads go on, its writes (CreateFleet, TerminateInstances) are logged
+/// and counted, not made; a launch so withheld never answers, so its NodeClaim (itself not
+/// written) stays waiting and nothing is decided twice.
+pub(crate) struct DryRun<C>(pub(crate) C, u64);
+
+impl<C> DryRun<C> {
+    pub(crate) fn new(cloud: C) -> DryRun<C> {
+        DryRun(cloud, 0)
+    }
+}
+
+impl<C: LiveCloud> LiveCloud for DryRun<C> {
+    fn plays_kubelet(&self) -> bool {
+        self.0.plays_kubelet()
+    }
+    fn resolve(&mut self, class: EC2NodeClass) -> EC2NodeClass {
+        self.0.resolve(class)
+    }
+    fn forget(&mut self, name: &str) {
+        self.0.forget(name)
+    }
+    fn tick(
+        &mut self,
+        now_ms: i64,
+        control: &mut ControlLoop,
+        catalog: &mut Arc<RegionCatalog>,
+    ) -> bool {
+        self.0.tick(now_ms, control, catalog)
+    }
+    fn interruptions(&mut self) -> Vec<Interruption> {
+        self.0.interruptions()
+    }
+    fn settle(&mut self) {
+        self.0.settle()
+    }
+    fn region(&self) -> String {
+        self.0.region()
+    }
+    fn calls_withheld(&self) -> u64 {
+        self.1
+    }
+}
+
+impl<C: Cloud> Cloud for DryRun<C> {
+    fn create_fleet(&mut self, _now_ms: i64, request: FleetRequest) {
+        self.1 += 1;
+        tracing::info!(nodeclaim = %request.nodeclaim, nodepool = %request.nodepool,
+            overrides = request.overrides.len(), "dry run: CreateFleet not called");
+    }
+    fn terminate(&mut self, _now_ms: i64, instance_id: &str) {
+        self.1 += 1;
+        tracing::info!(instance = %instance_id, "dry run: TerminateInstances not called");
+    }
+    fn poll_replies(&mut self, now_ms: i64) -> Vec<CloudReply> {
+        self.0.poll_replies(now_ms)
+    }
+    fn poll_events(&mut self, now_ms: i64) -> Vec<CloudEvent> {
+        self.0.poll_events(now_ms)
+    }
+    fn instance(&self, id: &str) -> Option<&Instance> {
+        self.0.instance(id)
+    }
+    fn instance_for_nodeclaim(&self, nodeclaim: &str) -> Option<&Instance> {
+        self.0.instance_for_nodeclaim(nodeclaim)
+    }
+    fn instances(&self) -> Vec<&Instance> {
+        self.0.instances()
+    }
+    fn next_due_ms(&self) -> Option<i64> {
+        self.0.next_due_ms()
+    }
 }
 
 impl LiveCloud for SimCloud {
@@ -75,6 +152,8 @@ pub(crate) struct AwsLive {
     queue: Receiver<Interruption>,
     pub(crate) queue_stats: Option<Arc<InterruptionQueue>>,
     stop: Arc<AtomicBool>,
+    /// `--dry-run`: no unused templates or profiles deleted, no queue messages consumed.
+    dry_run: bool,
 }
 
 impl AwsLive {
@@ -85,7 +164,12 @@ impl AwsLive {
     ) -> Result<AwsLive> {
         let (ec2, cloud) = setup::connect_ec2(args, runtime)?;
         let stop = Arc::new(AtomicBool::new(false));
-        let (queue, queue_stats) = setup::start_queue(&ec2, runtime, &stop)?;
+        // A dry run beside Karpenter must not take the interruption messages Karpenter reads.
+        let (queue, queue_stats) = if args.dry_run {
+            (crossbeam_channel::never(), None)
+        } else {
+            setup::start_queue(&ec2, runtime, &stop)?
+        };
         Ok(AwsLive {
             cloud,
             ec2,
@@ -98,6 +182,7 @@ impl AwsLive {
             queue,
             queue_stats,
             stop,
+            dry_run: args.dry_run,
         })
     }
 
@@ -154,11 +239,13 @@ impl LiveCloud for AwsLive {
                     }
                 }
             }
-            if let Err(e) = self.cloud.delete_unused_launch_templates() {
-                tracing::warn!(error = %e, "deleting unused launch templates failed");
-            }
-            if let Err(e) = self.cloud.delete_unused_instance_profiles() {
-                tracing::warn!(error = %e, "deleting unused instance profiles failed");
+            if !self.dry_run {
+                if let Err(e) = self.cloud.delete_unused_launch_templates() {
+                    tracing::warn!(error = %e, "deleting unused launch templates failed");
+                }
+                if let Err(e) = self.cloud.delete_unused_instance_profiles() {
+                    tracing::warn!(error = %e, "deleting unused instance profiles failed");
+                }
             }
         }
         if now_ms.saturating_sub(self.last_catalog_ms) >= self.catalog_refresh_ms {

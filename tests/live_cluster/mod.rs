@@ -254,20 +254,23 @@ impl LiveCluster {
         });
     }
 
-    /// Every request the controller (User-Agent `dovetail/…`) made is allowed by the chart's
-    /// RBAC; returns them.
-    pub fn assert_rbac_covers_the_controller(&self) -> Vec<Value> {
+    /// The requests the controller (User-Agent `dovetail/…`) made, in order.
+    pub fn requests_of_the_controller(&self) -> Vec<Value> {
         let log: Vec<Value> =
             serde_json::from_str(&self.peer.control("GET", "/_peer/requests", ""))
                 .expect("the request log");
-        let made: Vec<Value> = log
-            .into_iter()
+        log.into_iter()
             .filter(|r| {
                 r["user_agent"]
                     .as_str()
                     .is_some_and(|a| a.starts_with("dovetail/"))
             })
-            .collect();
+            .collect()
+    }
+
+    /// Every request the controller made is allowed by the chart's RBAC; returns them.
+    pub fn assert_rbac_covers_the_controller(&self) -> Vec<Value> {
+        let made = self.requests_of_the_controller();
         assert!(
             made.iter()
                 .any(|r| r["resource"] == "nodeclaims" && r["verb"] == "create"),
