@@ -8,7 +8,9 @@
 
 mod live_cluster;
 
-use live_cluster::{condition, rbac_covers, rbac_rules, LiveCluster};
+use live_cluster::{
+    condition, eventually, free_port, http_get, rbac_covers, rbac_rules, LiveCluster,
+};
 use serde_json::{json, Value};
 use std::process::Command;
 
@@ -101,9 +103,12 @@ fn a_pending_pod_gets_a_nodeclaim_a_registered_node_and_an_empty_node_goes() {
     c.create_unschedulable_pod("web-1");
 
     let summary = c.dir.join("summary.json");
+    let (metrics_port, probe_port) = (free_port(), free_port());
     let mut controller = Command::new(env!("CARGO_BIN_EXE_dovetail"))
         .args(["run", "--cloud", "sim", "--cluster", "kube", "--for", "30s"])
         .args(["--tick", "200ms", "--consolidation-validation", "1s"])
+        .args(["--metrics-port", &metrics_port.to_string()])
+        .args(["--health-probe-port", &probe_port.to_string()])
         .arg("--kubeconfig")
         .arg(&c.kubeconfig)
         .arg("--sim-config")
@@ -165,6 +170,26 @@ fn a_pending_pod_gets_a_nodeclaim_a_registered_node_and_an_empty_node_goes() {
         "{taints:?}"
     );
 
+    // The probes and the metrics say so too.
+    let (status, _) = eventually("/readyz", || http_get(probe_port, "/readyz"));
+    assert!(status.contains(" 200 "), "{status}");
+    let (status, _) = eventually("/healthz", || http_get(probe_port, "/healthz"));
+    assert!(status.contains(" 200 "), "{status}");
+    let metrics = eventually("the launch in the metrics", || {
+        let (_, body) = http_get(metrics_port, "/metrics")?;
+        body.contains("karpenter_nodeclaims_launched_total 1\n")
+            .then_some(body)
+    });
+    assert!(metrics.contains("dovetail_leader 1\n"), "{metrics}");
+    assert!(
+        metrics.contains("dovetail_nodes_registered_total 1\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("# TYPE dovetail_epoch_duration_seconds summary"),
+        "{metrics}"
+    );
+
     // kube-scheduler binds the pod; then it is deleted and the node is empty.
     c.bind("web-1", &node_name);
     c.delete_pod("web-1");
@@ -192,6 +217,7 @@ fn a_dry_run_decides_and_writes_nothing() {
     let out = Command::new(env!("CARGO_BIN_EXE_dovetail"))
         .args(["run", "--cloud", "sim", "--cluster", "kube", "--dry-run"])
         .args(["--for", "4s", "--tick", "200ms"])
+        .args(["--metrics-port", "0", "--health-probe-port", "0"])
         .arg("--kubeconfig")
         .arg(&c.kubeconfig)
         .arg("--summary")

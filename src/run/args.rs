@@ -64,6 +64,12 @@ pub struct RunArgs {
     /// does not act while Karpenter's controller holds it. `none`: not looked for.
     #[arg(long, env = "KARPENTER_NAMESPACE", default_value = "kube-system")]
     pub karpenter_namespace: String,
+    /// Prometheus metrics on `0.0.0.0:PORT/metrics` (`--cluster kube`; 0: off).
+    #[arg(long, env = "METRICS_PORT", default_value_t = 8080)]
+    pub metrics_port: u16,
+    /// `/healthz` and `/readyz` on `0.0.0.0:PORT` (`--cluster kube`; 0: off).
+    #[arg(long, env = "HEALTH_PROBE_PORT", default_value_t = 8081)]
+    pub health_probe_port: u16,
     /// How long a consolidation command waits before it is validated and acted on
     /// (Karpenter: 15 s).
     #[arg(long = "consolidation-validation", value_parser = duration_ms)]

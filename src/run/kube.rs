@@ -7,7 +7,9 @@
 //! registers the Node object (with the provider id), and marks it Ready when it initialises, so
 //! the whole life of a node shows on the API server without AWS.
 
+use super::http::{self, Published};
 use super::live_cloud::{AwsLive, DryRun, LiveCloud};
+use super::metrics;
 use super::{RunArgs, RunSummary};
 use crate::replay::world::region_types;
 use anyhow::{Context, Result};
@@ -121,6 +123,9 @@ fn drive<C: LiveCloud>(
     } else {
         writer
     };
+    let published = Published::default();
+    http::serve(runtime, args.metrics_port, published.clone())?;
+    http::serve(runtime, args.health_probe_port, published.clone())?;
     let mut cluster = KubeCluster::new(writer);
     let mut stats = KubeStats::default();
     let queries = dovetail_queries::standing_queries_polled(POLL_INTERVAL_MS as u64);
@@ -145,11 +150,28 @@ fn drive<C: LiveCloud>(
     let mut last_progress = Instant::now();
     let mut waiting: Option<FactUpdate> = None;
     let mut interruption_facts: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    published.ready();
     let mut leading = false;
     let mut class_changed = false;
+    let mut last_render: Option<Instant> = None;
     loop {
         let now = clock.now_ms();
         control.set_clock(now);
+        published.turned(now);
+        let role_now = elector.as_ref().map_or(Role::Leader, |e| e.state.role());
+        if last_render.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+            last_render = Some(Instant::now());
+            watch_counts(&watch_stats, &mut stats);
+            stats.writes_withheld = cluster.writer().writes_withheld();
+            stats.cloud_calls_withheld = cloud.calls_withheld();
+            published.metrics(metrics::render(&metrics::Snapshot {
+                control: &control,
+                cluster: cluster.counts(),
+                kube: &stats,
+                role: role_now,
+                calls: cloud.call_counts(),
+            }));
+        }
         for u in waiting.take().into_iter().chain(updates.try_iter()) {
             class_changed |= take_update(&mut cluster, &mut control, &mut cloud, now, u);
         }

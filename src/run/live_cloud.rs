@@ -9,6 +9,7 @@ use super::RunArgs;
 use anyhow::Result;
 use crossbeam_channel::Receiver;
 use dovetail_actuate::ControlLoop;
+use dovetail_aws::calls::CallCount;
 use dovetail_aws::interruption_queue::InterruptionQueue;
 use dovetail_aws::Ec2Cloud;
 use dovetail_dataflow::backend::{Cloud, CloudEvent, CloudReply, FleetRequest, Instance};
@@ -54,6 +55,10 @@ pub(crate) trait LiveCloud: Cloud {
     fn calls_withheld(&self) -> u64 {
         0
     }
+    /// API calls made so far, by action and result code.
+    fn call_counts(&self) -> Vec<CallCount> {
+        Vec::new()
+    }
 }
 
 /// `--dry-run`: the cloud's reads go on, its writes (CreateFleet, TerminateInstances) are logged
@@ -96,6 +101,9 @@ impl<C: LiveCloud> LiveCloud for DryRun<C> {
     }
     fn calls_withheld(&self) -> u64 {
         self.1
+    }
+    fn call_counts(&self) -> Vec<CallCount> {
+        self.0.call_counts()
     }
 }
 
@@ -285,6 +293,10 @@ impl LiveCloud for AwsLive {
 
     fn region(&self) -> String {
         self.ec2.clients.region.clone()
+    }
+
+    fn call_counts(&self) -> Vec<CallCount> {
+        self.ec2.calls.counts()
     }
 }
 

@@ -5,8 +5,10 @@
 //! server with the simulated cloud playing kubelet (see `kube.rs`).
 
 mod args;
+mod http;
 mod kube;
 mod live_cloud;
+mod metrics;
 mod setup;
 mod summary;
 

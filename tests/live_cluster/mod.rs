@@ -48,6 +48,29 @@ pub fn condition(o: &Value, kind: &str) -> Option<String> {
         .map(str::to_string)
 }
 
+/// A port free on 127.0.0.1 now (for the controller's metrics and probes).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// `GET path` on 127.0.0.1:port: the status line and the body; `None` while nothing listens.
+pub fn http_get(port: u16, path: &str) -> Option<(String, String)> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).ok()?;
+    let (head, body) = answer.split_once("\r\n\r\n")?;
+    Some((head.lines().next()?.to_string(), body.to_string()))
+}
+
 /// A test peer, a kubeconfig for it in a temporary folder, and handles on its objects.
 pub struct LiveCluster {
     pub peer: KubePeer,
