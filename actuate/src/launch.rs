@@ -132,6 +132,13 @@ impl Actuator {
                 launch: launch.clone(),
             },
         );
+        // No CreateFleet without its NodeClaim recorded: an instance launched for a NodeClaim
+        // that was never written would be found by nobody after a restart.
+        if cluster.nodeclaim(&name).is_none() {
+            self.notes
+                .insert("some NodeClaims could not be created; their launches wait".to_string());
+            return Err(LaunchError::Failed(format!("NodeClaim {name} not created")));
+        }
         self.in_flight_calls.insert(name.clone(), purpose);
         cloud.create_fleet(now_ms, request);
         Ok(name)

@@ -36,7 +36,7 @@ mod yaml;
 pub use capacity_blocks::RESERVATION_ID_LABEL;
 pub use error::ManifestError;
 pub use messages::{load_messages, parse_message, MessageError, Messages, Reading};
-pub use nodeclaim_record::read_nodeclaim;
+pub use nodeclaim_record::{read_nodeclaim, CREATED_MS_ANNOTATION};
 pub use time::{format_rfc3339_ms, parse_rfc3339_ms};
 
 use dovetail_dataflow::facts::Interruption;

@@ -16,6 +16,10 @@ use dovetail_dataflow::model::labels::{CAPACITY_TYPE, INSTANCE_TYPE, NODEPOOL, Z
 use dovetail_dataflow::model::{Operator, Price, Requirements};
 use serde_json::Value;
 
+/// The annotation holding the creation time (ms) actuation gave a NodeClaim: part of its
+/// launch's client token, so a read-back must not take the API server's creationTimestamp.
+pub const CREATED_MS_ANNOTATION: &str = "dovetail.sh/created-ms";
+
 /// Reads one NodeClaim object (`source` names where it came from in errors).
 pub fn read_nodeclaim(source: &str, object: &Value) -> Result<NodeClaim, ManifestError> {
     let root = At::root(object, "");
@@ -69,7 +73,12 @@ fn record(root: &At) -> Result<NodeClaim, FieldError> {
         name: m.name,
         nodepool,
         launch,
-        created_ms: m.created_ms.unwrap_or(0),
+        created_ms: m
+            .annotations
+            .get(CREATED_MS_ANNOTATION)
+            .and_then(|v| v.parse().ok())
+            .or(m.created_ms)
+            .unwrap_or(0),
         startup_taints: taints(&spec, "startupTaints")?,
         status,
         registered,
@@ -132,6 +141,13 @@ mod tests {
         assert!(c.status.is_none());
         assert!(!c.registered);
         assert_eq!(c.created_ms, 1_796_292_000_000);
+        let mut o = object(None);
+        o["metadata"]["annotations"][CREATED_MS_ANNOTATION] = json!("1796292000123");
+        let c = read_nodeclaim("watch", &o).expect("reads");
+        assert_eq!(
+            c.created_ms, 1_796_292_000_123,
+            "the exact time actuation chose"
+        );
     }
 
     #[test]

@@ -237,9 +237,11 @@ impl KubeCluster {
     fn node_fact(&self, name: &str) -> Option<Node> {
         let claim = self.nodeclaim_of_node(name);
         let Some(node) = self.nodes.get(name) else {
-            return claim
-                .filter(|c| !c.registered)
-                .and_then(|c| c.status.clone());
+            // In flight: its startup taints do not block the pods planned onto it either.
+            let claim = claim.filter(|c| !c.registered)?;
+            let mut n = claim.status.clone()?;
+            n.taints.retain(|t| !claim.startup_taints.contains(t));
+            return Some(n);
         };
         let mut n = node.clone();
         n.taints.retain(|t| t.key != UNREGISTERED_TAINT);
@@ -396,8 +398,17 @@ impl Cluster for KubeCluster {
         let pool = self.nodepools.get(&claim.nodepool);
         let node_class = pool.and_then(|p| p.node_class.clone());
         let taints = pool.map(|p| p.taints.clone()).unwrap_or_default();
-        self.writer
-            .create_nodeclaim(&claim, node_class.as_deref(), &taints);
+        if let Err(error) = self
+            .writer
+            .create_nodeclaim_now(&claim, node_class.as_deref(), &taints)
+        {
+            tracing::warn!(nodeclaim = %claim.name, %error, "creating the NodeClaim failed");
+            self.replies.push(ClusterReply::Failed {
+                object: format!("NodeClaim/{}", claim.name),
+                error,
+            });
+            return;
+        }
         self.index(&claim);
         self.nodeclaims.insert(claim.name.clone(), claim);
     }

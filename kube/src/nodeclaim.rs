@@ -16,6 +16,9 @@ use dovetail_dataflow::model::{
 };
 use serde_json::{json, Map, Value};
 
+/// When actuation created the NodeClaim (ms), part of its launch's client token.
+pub use dovetail_ingest::CREATED_MS_ANNOTATION;
+
 /// Karpenter's finalizer on NodeClaims and Nodes: removed once the instance is terminated.
 pub const TERMINATION_FINALIZER: &str = "karpenter.sh/termination";
 
@@ -58,13 +61,24 @@ pub fn nodeclaim_object(claim: &NodeClaim, node_class: Option<&str>, taints: &[T
             Value::from(taints_json(&claim.startup_taints)),
         );
     }
+    // The launch's client token hashes the creation time actuation chose; the API server's
+    // creationTimestamp is its own clock in whole seconds, so the exact value is kept here.
+    let mut annotations: Map<String, Value> = claim
+        .annotations
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::from(v.clone())))
+        .collect();
+    annotations.insert(
+        CREATED_MS_ANNOTATION.into(),
+        Value::from(claim.created_ms.to_string()),
+    );
     json!({
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodeClaim",
         "metadata": {
             "name": claim.name,
             "labels": labels,
-            "annotations": claim.annotations,
+            "annotations": annotations,
             "finalizers": [TERMINATION_FINALIZER],
         },
         "spec": spec,
@@ -244,7 +258,7 @@ mod tests {
                 price: dovetail_dataflow::model::Price::from_dollars(0.085),
                 pods_by_class: Vec::new(),
             },
-            created_ms: 0,
+            created_ms: 1_796_292_000_123,
             startup_taints: vec![Taint {
                 key: "example.com/warming".into(),
                 value: String::new(),
@@ -332,6 +346,10 @@ mod tests {
         assert_eq!(back.launch.capacity_types, c.launch.capacity_types);
         assert_eq!(back.startup_taints, c.startup_taints);
         assert_eq!(back.instance_id(), c.instance_id());
+        assert_eq!(
+            back.created_ms, c.created_ms,
+            "the client token's creation time"
+        );
         assert!(!back.registered);
         let m = dovetail_ingest::load_values("claims", vec![object]).expect("reads back");
         assert_eq!(m.nodes.len(), 1, "{:?}", m.notes);

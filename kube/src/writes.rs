@@ -159,6 +159,35 @@ impl ClusterWriter {
         });
     }
 
+    /// Creates the NodeClaim of a launch and waits for the API server's answer: the launch's
+    /// CreateFleet goes out only once its NodeClaim exists, so an instance is never launched
+    /// for a NodeClaim nobody will find after a restart. In a dry run nothing is sent.
+    pub fn create_nodeclaim_now(
+        &self,
+        claim: &NodeClaim,
+        node_class: Option<&str>,
+        taints: &[Taint],
+    ) -> Result<(), String> {
+        if self.dry_run {
+            self.withheld
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::info!(nodeclaim = %claim.name, "dry run: NodeClaim not created");
+            return Ok(());
+        }
+        let api = self.nodeclaims();
+        let object: DynamicObject =
+            serde_json::from_value(nodeclaim_object(claim, node_class, taints))
+                .map_err(|e| e.to_string())?;
+        self.runtime
+            .block_on(async move { api.create(&PostParams::default(), &object).await })
+            .map(|_| ())
+            .map_err(|e| e.to_string())?;
+        if claim.status.is_some() {
+            self.update_nodeclaim(claim, false);
+        }
+        Ok(())
+    }
+
     /// Writes a NodeClaim's annotations (what was recorded at launch) and its status
     /// (launched: provider id, capacity; registered; initialised).
     pub fn update_nodeclaim(&self, claim: &NodeClaim, initialized: bool) {

@@ -23,11 +23,14 @@ impl<C: Cloud> World<C> {
 
     fn node_fact(&self, name: &str) -> Option<Node> {
         let Some(node) = self.cluster.node(name) else {
-            return self
+            // In flight: its startup taints do not block the pods planned onto it either.
+            let claim = self
                 .cluster
                 .nodeclaim_of_node(name)
-                .filter(|c| !c.registered)
-                .and_then(|c| c.status.clone());
+                .filter(|c| !c.registered)?;
+            let mut n = claim.status.clone()?;
+            n.taints.retain(|t| !claim.startup_taints.contains(t));
+            return Some(n);
         };
         let mut n = node.clone();
         // Karpenter's scheduler ignores the ephemeral taint of a Node not registered yet.
