@@ -154,3 +154,74 @@ fn a_standby_takes_over_a_launch_without_launching_again() {
     assert_eq!(s["instances"]["launched"], 0, "{s}");
     assert_eq!(s["instances"]["running"], 1, "{s}");
 }
+
+#[test]
+fn a_node_that_never_registers_is_given_up() {
+    let ec2 = Peer::start_with(&["--seed-network", "my-cluster"]);
+    let c = LiveCluster::start("run-kube-ttl");
+    c.create_nodeclass("my-cluster");
+    c.create_nodepool();
+    c.create_unschedulable_pod("web-1");
+    let mut controller = Command::new(env!("CARGO_BIN_EXE_dovetail"))
+        .args(["run", "--cloud", "aws", "--cluster", "kube", "--for", "20s"])
+        .args(["--tick", "200ms", "--describe-interval", "500ms"])
+        .args(["--registration-ttl", "3s", "--no-leader-elect"])
+        .args(["--metrics-port", "0", "--health-probe-port", "0"])
+        .arg("--kubeconfig")
+        .arg(&c.kubeconfig)
+        .env("AWS_ENDPOINT_URL", ec2.endpoint())
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("CLUSTER_NAME", "my-cluster")
+        .env_remove("AWS_PROFILE")
+        .spawn()
+        .expect("start dovetail run");
+    let claim = c.first_nodeclaim();
+    let name = claim.metadata.name.clone().expect("a name");
+    let launched = c.nodeclaim_when(&name, "the NodeClaim Launched", |o| {
+        o["status"]["providerID"].is_string()
+    });
+    let provider_id = launched["status"]["providerID"]
+        .as_str()
+        .expect("providerID");
+    let instance_id = provider_id.rsplit('/').next().expect("an id").to_string();
+    // No kubelet ever joins: after the TTL the NodeClaim goes and its instance is terminated
+    // (the pod still waits, so a launch of the same name may follow, with another instance).
+    live_cluster::eventually("the NodeClaim given up", || {
+        let o = c.rt.block_on(c.claims.get_opt(&name)).ok()?;
+        let same = o
+            .and_then(|o| serde_json::to_value(o).ok())
+            .is_some_and(|v| v["status"]["providerID"] == provider_id);
+        (!same).then_some(())
+    });
+    let rt = tokio::runtime::Runtime::new().expect("a runtime");
+    let clients = rt.block_on(ec2.clients());
+    live_cluster::eventually("the instance terminated", || {
+        let d = rt
+            .block_on(
+                clients
+                    .ec2
+                    .describe_instances()
+                    .instance_ids(&instance_id)
+                    .send(),
+            )
+            .ok()?;
+        let state = d
+            .reservations()
+            .first()?
+            .instances()
+            .first()?
+            .state()?
+            .name()?
+            .clone();
+        matches!(
+            state,
+            aws_sdk_ec2::types::InstanceStateName::ShuttingDown
+                | aws_sdk_ec2::types::InstanceStateName::Terminated
+        )
+        .then_some(())
+    });
+    let _ = controller.kill();
+    let _ = controller.wait();
+}

@@ -341,6 +341,17 @@ impl KubeCluster {
         ready
     }
 
+    /// NodeClaims launched (an instance recorded) whose Node has not joined within `ttl_ms` of
+    /// their creation: Karpenter's registration timeout gives them up.
+    pub fn unregistered_past(&self, now_ms: i64, ttl_ms: i64) -> Vec<String> {
+        self.nodeclaims
+            .values()
+            .filter(|c| c.status.is_some() && !c.registered)
+            .filter(|c| now_ms.saturating_sub(c.created_ms) > ttl_ms)
+            .map(|c| c.name.clone())
+            .collect()
+    }
+
     /// Whether the NodeClaim's Node is initialised.
     pub fn is_initialized(&self, claim: &str) -> bool {
         self.initialized.contains(claim)

@@ -70,6 +70,11 @@ pub struct RunArgs {
     /// `/healthz` and `/readyz` on `0.0.0.0:PORT` (`--cluster kube`; 0: off).
     #[arg(long, env = "HEALTH_PROBE_PORT", default_value_t = 8081)]
     pub health_probe_port: u16,
+    /// A NodeClaim launched whose Node has not registered after this long is given up: its
+    /// instance terminated, the NodeClaim deleted (Karpenter's registration TTL, 15 min).
+    /// `--cluster kube`.
+    #[arg(long = "registration-ttl", default_value = "15m", value_parser = duration_ms)]
+    pub registration_ttl_ms: i64,
     /// How long a consolidation command waits before it is validated and acted on
     /// (Karpenter: 15 s).
     #[arg(long = "consolidation-validation", value_parser = duration_ms)]

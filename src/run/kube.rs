@@ -40,6 +40,8 @@ const TICK_STANDBY: Duration = Duration::from_millis(200);
 pub struct KubeStats {
     pub nodeclaims_read_back: u64,
     pub nodes_registered: u64,
+    /// NodeClaims given up because their Node did not register within `--registration-ttl`.
+    pub registration_timeouts: u64,
     pub nodeclaims_initialized: u64,
     pub relists: u64,
     pub objects_skipped: u64,
@@ -234,6 +236,13 @@ fn drive<C: LiveCloud>(
             }
         }
         stats.nodes_registered += cluster.register_joined().len() as u64;
+        for claim in cluster.unregistered_past(now, args.registration_ttl_ms) {
+            tracing::warn!(nodeclaim = %claim, "its Node did not register in time; terminating its instance");
+            stats.registration_timeouts += 1;
+            control
+                .actuator_mut()
+                .terminate_claim(now, &claim, &mut cloud, &mut cluster);
+        }
         stats.nodeclaims_initialized += cluster.initialize_ready().len() as u64;
         send_node_facts(&mut cluster, &mut control);
         control.expire_capacity_errors(now);
