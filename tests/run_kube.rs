@@ -253,3 +253,55 @@ fn a_dry_run_decides_and_writes_nothing() {
         .collect();
     assert!(writes.is_empty(), "a dry run wrote: {writes:?}");
 }
+
+#[test]
+fn a_nodeclaim_deleted_by_hand_is_drained_and_terminated() {
+    let c = LiveCluster::start("run-kube-delete");
+    let sim = c.dir.join("sim.json");
+    std::fs::write(
+        &sim,
+        r#"{"launch_to_running_ms": 300, "running_to_registered_ms": 300,
+            "registered_to_initialized_ms": 300, "spot_interruptions": false}"#,
+    )
+    .expect("write the sim config");
+    c.create_nodeclass("test");
+    c.create_nodepool();
+    c.create_unschedulable_pod("web-1");
+    let mut controller = Command::new(env!("CARGO_BIN_EXE_dovetail"))
+        .args(["run", "--cloud", "sim", "--cluster", "kube", "--for", "20s"])
+        .args(["--tick", "200ms", "--no-leader-elect"])
+        .args(["--metrics-port", "0", "--health-probe-port", "0"])
+        .arg("--kubeconfig")
+        .arg(&c.kubeconfig)
+        .arg("--sim-config")
+        .arg(&sim)
+        .spawn()
+        .expect("start dovetail run");
+    let name = c.first_nodeclaim().metadata.name.expect("a name");
+    let claim = c.nodeclaim_when(&name, "the NodeClaim Initialized", |o| {
+        condition(o, "Initialized").as_deref() == Some("True")
+    });
+    let node = claim["status"]["nodeName"]
+        .as_str()
+        .expect("nodeName")
+        .to_string();
+    c.bind("web-1", &node);
+    // An SRE deletes the NodeClaim: the finalizer holds it while the node is drained (the pod
+    // evicted through the Eviction API) and its instance terminated; then both go.
+    c.rt.block_on(c.claims.delete(&name, &Default::default()))
+        .expect("delete the NodeClaim");
+    eventually("the pod evicted", || {
+        c.rt.block_on(c.pods.get_opt("web-1"))
+            .ok()
+            .and_then(|p| p.is_none().then_some(()))
+    });
+    c.gone(&name, &node);
+    let _ = controller.kill();
+    let _ = controller.wait();
+    let evictions = c
+        .requests_of_the_controller()
+        .into_iter()
+        .filter(|r| r["subresource"] == "eviction")
+        .count();
+    assert!(evictions >= 1, "drained through the Eviction API");
+}

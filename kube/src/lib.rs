@@ -9,6 +9,7 @@ pub mod connect;
 pub mod kinds;
 pub mod leader;
 pub mod nodeclaim;
+pub mod nodeclaim_deletions;
 pub mod provisionable;
 pub mod test_peer;
 pub mod watch;

@@ -21,7 +21,7 @@ use dovetail_dataflow::facts::{Fact, Interruption, InterruptionKind};
 use dovetail_kube::leader::{Election, Role};
 use dovetail_kube::{ClusterWriter, FactUpdate, KubeCluster, WatchStats, WATCHED};
 use dovetail_sim::{SimCloud, SimConfig};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -118,6 +118,9 @@ fn drive<C: LiveCloud>(
         .context("a client for the API server")?;
     let (updates, watch_stats) =
         dovetail_kube::watch_all(runtime.handle(), writer.client(), WATCHED);
+    let deletions =
+        dovetail_kube::nodeclaim_deletions::watch_deletions(runtime.handle(), writer.client());
+    let mut deleting: BTreeSet<String> = BTreeSet::new();
     let elector = (!args.no_leader_elect)
         .then(|| dovetail_kube::leader::start(runtime.handle(), writer.client(), election(args)));
     let writer = if args.dry_run {
@@ -177,6 +180,7 @@ fn drive<C: LiveCloud>(
         for u in waiting.take().into_iter().chain(updates.try_iter()) {
             class_changed |= take_update(&mut cluster, &mut control, &mut cloud, now, u);
         }
+        deleting.extend(deletions.try_iter());
         let role = elector.as_ref().map_or(Role::Leader, |e| e.state.role());
         if role == Role::Lost {
             anyhow::bail!("lost the leader Lease: stopping so a standby takes over");
@@ -235,6 +239,11 @@ fn drive<C: LiveCloud>(
                 _ => {}
             }
         }
+        deleting.retain(|claim| {
+            !control
+                .actuator_mut()
+                .terminate_deleted_claim(now, claim, &mut cloud, &mut cluster)
+        });
         stats.nodes_registered += cluster.register_joined().len() as u64;
         for claim in cluster.unregistered_past(now, args.registration_ttl_ms) {
             tracing::warn!(nodeclaim = %claim, "its Node did not register in time; terminating its instance");

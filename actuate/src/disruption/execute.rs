@@ -296,6 +296,45 @@ impl Actuator {
         cluster.delete_node(now, node);
     }
 
+    /// A NodeClaim someone deleted (`kubectl delete nodeclaim`): Karpenter's termination —
+    /// its Node tainted `karpenter.sh/disrupted:NoSchedule`, cordoned and drained through the
+    /// Eviction API (a PodDisruptionBudget may hold it: called again, it asks again), then its
+    /// instance terminated. A NodeClaim not registered goes at once. True once terminated.
+    pub fn terminate_deleted_claim(
+        &mut self,
+        now: i64,
+        claim: &str,
+        cloud: &mut impl Cloud,
+        cluster: &mut impl Cluster,
+    ) -> bool {
+        let Some(c) = cluster.nodeclaim(claim).cloned() else {
+            return true;
+        };
+        let node = c
+            .node_name()
+            .filter(|n| c.registered && cluster.node(n).is_some())
+            .map(str::to_string);
+        let Some(node) = node else {
+            if cloud.instance_for_nodeclaim(claim).is_some() {
+                self.terminate_claim(now, claim, cloud, cluster);
+            } else {
+                cluster.delete_nodeclaim(now, claim);
+            }
+            return true;
+        };
+        let tainted = cluster
+            .node(&node)
+            .is_some_and(|n| n.taints.iter().any(|t| t.key == DISRUPTED_TAINT));
+        if !tainted {
+            cluster.taint_node(now, &node, disrupted_taint());
+        }
+        if drain(now, &node, cluster) {
+            self.terminate_node(now, &node, cloud, cluster);
+            return true;
+        }
+        false
+    }
+
     /// Terminates the instance launched for a NodeClaim: at once if its Node has not
     /// registered (the NodeClaim goes with it), else through its Node.
     pub fn terminate_claim(
