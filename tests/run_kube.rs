@@ -9,7 +9,7 @@
 mod live_cluster;
 
 use live_cluster::{
-    condition, eventually, free_port, http_get, rbac_covers, rbac_rules, LiveCluster,
+    condition, eventually, free_port, http_get, rbac_covers, rbac_rules, LiveCluster, NO_HTTP,
 };
 use serde_json::{json, Value};
 use std::process::Command;
@@ -91,26 +91,18 @@ fn the_rbac_check_refuses_what_no_rule_allows() {
 #[test]
 fn a_pending_pod_gets_a_nodeclaim_a_registered_node_and_an_empty_node_goes() {
     let c = LiveCluster::start("run-kube");
-    let sim = c.dir.join("sim.json");
-    std::fs::write(
-        &sim,
-        r#"{"launch_to_running_ms": 300, "running_to_registered_ms": 300,
-            "registered_to_initialized_ms": 300, "spot_interruptions": false}"#,
-    )
-    .expect("write the sim config");
+    let sim = c.fast_sim();
     c.create_nodeclass("test");
     c.create_nodepool();
     c.create_unschedulable_pod("web-1");
 
     let summary = c.dir.join("summary.json");
     let (metrics_port, probe_port) = (free_port(), free_port());
-    let mut controller = Command::new(env!("CARGO_BIN_EXE_dovetail"))
-        .args(["run", "--cloud", "sim", "--cluster", "kube", "--for", "30s"])
-        .args(["--tick", "200ms", "--consolidation-validation", "1s"])
+    let mut controller = c
+        .dovetail("sim", "30s")
+        .args(["--consolidation-validation", "1s"])
         .args(["--metrics-port", &metrics_port.to_string()])
         .args(["--health-probe-port", &probe_port.to_string()])
-        .arg("--kubeconfig")
-        .arg(&c.kubeconfig)
         .arg("--sim-config")
         .arg(&sim)
         .arg("--summary")
@@ -214,12 +206,10 @@ fn a_dry_run_decides_and_writes_nothing() {
     c.create_nodepool();
     c.create_unschedulable_pod("web-1");
     let summary = c.dir.join("summary.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_dovetail"))
-        .args(["run", "--cloud", "sim", "--cluster", "kube", "--dry-run"])
-        .args(["--for", "4s", "--tick", "200ms"])
-        .args(["--metrics-port", "0", "--health-probe-port", "0"])
-        .arg("--kubeconfig")
-        .arg(&c.kubeconfig)
+    let out = c
+        .dovetail("sim", "4s")
+        .arg("--dry-run")
+        .args(NO_HTTP)
         .arg("--summary")
         .arg(&summary)
         .output()
@@ -257,22 +247,14 @@ fn a_dry_run_decides_and_writes_nothing() {
 #[test]
 fn a_nodeclaim_deleted_by_hand_is_drained_and_terminated() {
     let c = LiveCluster::start("run-kube-delete");
-    let sim = c.dir.join("sim.json");
-    std::fs::write(
-        &sim,
-        r#"{"launch_to_running_ms": 300, "running_to_registered_ms": 300,
-            "registered_to_initialized_ms": 300, "spot_interruptions": false}"#,
-    )
-    .expect("write the sim config");
+    let sim = c.fast_sim();
     c.create_nodeclass("test");
     c.create_nodepool();
     c.create_unschedulable_pod("web-1");
-    let mut controller = Command::new(env!("CARGO_BIN_EXE_dovetail"))
-        .args(["run", "--cloud", "sim", "--cluster", "kube", "--for", "20s"])
-        .args(["--tick", "200ms", "--no-leader-elect"])
-        .args(["--metrics-port", "0", "--health-probe-port", "0"])
-        .arg("--kubeconfig")
-        .arg(&c.kubeconfig)
+    let mut controller = c
+        .dovetail("sim", "20s")
+        .arg("--no-leader-elect")
+        .args(NO_HTTP)
         .arg("--sim-config")
         .arg(&sim)
         .spawn()

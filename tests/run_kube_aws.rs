@@ -9,9 +9,8 @@
 mod live_cluster;
 
 use dovetail_aws::test_peer::Peer;
-use live_cluster::{condition, LiveCluster};
+use live_cluster::{condition, LiveCluster, NO_HTTP};
 use serde_json::Value;
-use std::process::Command;
 
 #[test]
 fn a_pending_pod_gets_an_ec2_instance_that_registers_and_is_terminated_when_empty() {
@@ -22,21 +21,12 @@ fn a_pending_pod_gets_an_ec2_instance_that_registers_and_is_terminated_when_empt
     c.create_unschedulable_pod("web-1");
 
     let summary = c.dir.join("summary.json");
-    let mut controller = Command::new(env!("CARGO_BIN_EXE_dovetail"))
-        .args(["run", "--cloud", "aws", "--cluster", "kube", "--for", "30s"])
-        .args(["--tick", "200ms", "--describe-interval", "500ms"])
+    let mut controller = c
+        .dovetail_at_moto(&ec2, "my-cluster", "30s")
         .args(["--consolidation-validation", "1s"])
-        .args(["--metrics-port", "0", "--health-probe-port", "0"])
-        .arg("--kubeconfig")
-        .arg(&c.kubeconfig)
+        .args(NO_HTTP)
         .arg("--summary")
         .arg(&summary)
-        .env("AWS_ENDPOINT_URL", ec2.endpoint())
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_ACCESS_KEY_ID", "testing")
-        .env("AWS_SECRET_ACCESS_KEY", "testing")
-        .env("CLUSTER_NAME", "my-cluster")
-        .env_remove("AWS_PROFILE")
         .spawn()
         .expect("start dovetail run");
 
@@ -97,30 +87,12 @@ fn a_standby_takes_over_a_launch_without_launching_again() {
     c.create_nodepool();
     c.create_unschedulable_pod("web-1");
     let replica = |name: &str, seconds: &str| {
-        Command::new(env!("CARGO_BIN_EXE_dovetail"))
-            .args([
-                "run",
-                "--cloud",
-                "aws",
-                "--cluster",
-                "kube",
-                "--for",
-                seconds,
-            ])
-            .args(["--tick", "200ms", "--describe-interval", "500ms"])
+        c.dovetail_at_moto(&ec2, "my-cluster", seconds)
             .args(["--leader-lease-duration", "3s"])
-            .args(["--metrics-port", "0", "--health-probe-port", "0"])
-            .arg("--kubeconfig")
-            .arg(&c.kubeconfig)
+            .args(NO_HTTP)
             .arg("--summary")
             .arg(c.dir.join(format!("{name}.json")))
             .env("POD_NAME", name)
-            .env("AWS_ENDPOINT_URL", ec2.endpoint())
-            .env("AWS_REGION", "us-east-1")
-            .env("AWS_ACCESS_KEY_ID", "testing")
-            .env("AWS_SECRET_ACCESS_KEY", "testing")
-            .env("CLUSTER_NAME", "my-cluster")
-            .env_remove("AWS_PROFILE")
             .spawn()
             .expect("start dovetail run")
     };
@@ -162,19 +134,10 @@ fn a_node_that_never_registers_is_given_up() {
     c.create_nodeclass("my-cluster");
     c.create_nodepool();
     c.create_unschedulable_pod("web-1");
-    let mut controller = Command::new(env!("CARGO_BIN_EXE_dovetail"))
-        .args(["run", "--cloud", "aws", "--cluster", "kube", "--for", "20s"])
-        .args(["--tick", "200ms", "--describe-interval", "500ms"])
+    let mut controller = c
+        .dovetail_at_moto(&ec2, "my-cluster", "20s")
         .args(["--registration-ttl", "3s", "--no-leader-elect"])
-        .args(["--metrics-port", "0", "--health-probe-port", "0"])
-        .arg("--kubeconfig")
-        .arg(&c.kubeconfig)
-        .env("AWS_ENDPOINT_URL", ec2.endpoint())
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_ACCESS_KEY_ID", "testing")
-        .env("AWS_SECRET_ACCESS_KEY", "testing")
-        .env("CLUSTER_NAME", "my-cluster")
-        .env_remove("AWS_PROFILE")
+        .args(NO_HTTP)
         .spawn()
         .expect("start dovetail run");
     let claim = c.first_nodeclaim();

@@ -7,24 +7,14 @@
 mod live_cluster;
 
 use dovetail_aws::test_peer::Peer;
-use live_cluster::LiveCluster;
-use std::process::{Child, Command};
+use live_cluster::{LiveCluster, NO_HTTP};
+use std::process::Child;
 use std::time::Duration;
 
 const SEEDS: u64 = 20;
 
 fn controller(ec2: &Peer, c: &LiveCluster, cluster: &str, seconds: &str) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_dovetail"))
-        .args([
-            "run",
-            "--cloud",
-            "aws",
-            "--cluster",
-            "kube",
-            "--for",
-            seconds,
-        ])
-        .args(["--tick", "100ms", "--describe-interval", "300ms"])
+    c.dovetail_at_moto(ec2, cluster, seconds)
         .args([
             "--gc-interval",
             "500ms",
@@ -32,15 +22,7 @@ fn controller(ec2: &Peer, c: &LiveCluster, cluster: &str, seconds: &str) -> Chil
             "2s",
             "--no-leader-elect",
         ])
-        .args(["--metrics-port", "0", "--health-probe-port", "0"])
-        .arg("--kubeconfig")
-        .arg(&c.kubeconfig)
-        .env("AWS_ENDPOINT_URL", ec2.endpoint())
-        .env("AWS_REGION", "us-east-1")
-        .env("AWS_ACCESS_KEY_ID", "testing")
-        .env("AWS_SECRET_ACCESS_KEY", "testing")
-        .env("CLUSTER_NAME", cluster)
-        .env_remove("AWS_PROFILE")
+        .args(NO_HTTP)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()

@@ -65,13 +65,7 @@ pub fn run_sim(args: &RunArgs, runtime: &tokio::runtime::Runtime) -> Result<RunS
         },
     };
     let catalog = Arc::new(embedded(&sim.region)?.clone());
-    let settings = ActuationSettings {
-        capacity_error_ttl_ms: sim.ice_ttl_ms,
-        consolidation_validation_ms: args
-            .consolidation_validation_ms
-            .unwrap_or(ActuationSettings::default().consolidation_validation_ms),
-        ..ActuationSettings::default()
-    };
+    let settings = actuation(args, sim.ice_ttl_ms);
     let cloud = SimCloud::new(sim).map_err(|e| anyhow::anyhow!("the simulated cloud: {e}"))?;
     if args.dry_run {
         return Ok(drive(args, runtime, DryRun::new(cloud), catalog, settings)?.0);
@@ -79,17 +73,23 @@ pub fn run_sim(args: &RunArgs, runtime: &tokio::runtime::Runtime) -> Result<RunS
     Ok(drive(args, runtime, cloud, catalog, settings)?.0)
 }
 
+/// Actuation's settings from the flags, with the cloud's capacity-error TTL.
+fn actuation(args: &RunArgs, capacity_error_ttl_ms: i64) -> ActuationSettings {
+    let defaults = ActuationSettings::default();
+    ActuationSettings {
+        capacity_error_ttl_ms,
+        consolidation_validation_ms: args
+            .consolidation_validation_ms
+            .unwrap_or(defaults.consolidation_validation_ms),
+        ..defaults
+    }
+}
+
 /// Runs the controller against the cluster and EC2 until `--for` has passed.
 pub fn run_aws(args: &RunArgs, runtime: &tokio::runtime::Runtime) -> Result<RunSummary> {
     let live = AwsLive::start(args, runtime, WallClock::default().now_ms())?;
     let catalog = Arc::new(live.ec2.catalog.clone());
-    let settings = ActuationSettings {
-        capacity_error_ttl_ms: args.capacity_error_ttl_ms,
-        consolidation_validation_ms: args
-            .consolidation_validation_ms
-            .unwrap_or(ActuationSettings::default().consolidation_validation_ms),
-        ..ActuationSettings::default()
-    };
+    let settings = actuation(args, args.capacity_error_ttl_ms);
     let (mut summary, live) = if args.dry_run {
         let (s, dry) = drive(args, runtime, DryRun::new(live), catalog, settings)?;
         (s, dry.0)

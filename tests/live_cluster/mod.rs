@@ -10,6 +10,10 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams
 use kube::discovery::ApiResource;
 use serde_json::{json, Value};
 use std::path::PathBuf;
+use std::process::Command;
+
+/// The flags that turn the controller's metrics and probe servers off (tests run several at once).
+pub const NO_HTTP: [&str; 4] = ["--metrics-port", "0", "--health-probe-port", "0"];
 use std::time::{Duration, Instant};
 
 pub fn object(v: Value) -> DynamicObject {
@@ -125,6 +129,55 @@ impl LiveCluster {
             kubeconfig,
             rt,
         }
+    }
+
+    /// `dovetail run --cluster kube --cloud CLOUD --for RUN_FOR` on this cluster (its
+    /// kubeconfig, a 200 ms tick).
+    pub fn dovetail(&self, cloud: &str, run_for: &str) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_dovetail"));
+        cmd.args([
+            "run",
+            "--cluster",
+            "kube",
+            "--cloud",
+            cloud,
+            "--for",
+            run_for,
+        ])
+        .args(["--tick", "200ms"])
+        .arg("--kubeconfig")
+        .arg(&self.kubeconfig);
+        cmd
+    }
+
+    /// The same against the EC2 test peer, for cluster `cluster`.
+    pub fn dovetail_at_moto(
+        &self,
+        ec2: &dovetail_aws::test_peer::Peer,
+        cluster: &str,
+        run_for: &str,
+    ) -> Command {
+        let mut cmd = self.dovetail("aws", run_for);
+        cmd.args(["--describe-interval", "500ms"])
+            .env("AWS_ENDPOINT_URL", ec2.endpoint())
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", "testing")
+            .env("CLUSTER_NAME", cluster)
+            .env_remove("AWS_PROFILE");
+        cmd
+    }
+
+    /// A simulated cloud whose instances boot, register and initialise in 300 ms each.
+    pub fn fast_sim(&self) -> PathBuf {
+        let sim = self.dir.join("sim.json");
+        std::fs::write(
+            &sim,
+            r#"{"launch_to_running_ms": 300, "running_to_registered_ms": 300,
+                "registered_to_initialized_ms": 300, "spot_interruptions": false}"#,
+        )
+        .expect("write the sim config");
+        sim
     }
 
     /// Creates an EC2NodeClass `default` with these selector terms' tag.
