@@ -182,6 +182,14 @@ fn a_pending_pod_gets_a_nodeclaim_a_registered_node_and_an_empty_node_goes() {
         "{metrics}"
     );
 
+    // The NodePool's status counts the NodeClaim's capacity, as Karpenter's does.
+    let pool = eventually("the NodePool's status", || {
+        let o = serde_json::to_value(c.rt.block_on(c.nodepools.get("general")).ok()?).ok()?;
+        (o["status"]["resources"]["nodes"] == "1").then_some(o)
+    });
+    assert_eq!(condition(&pool, "Ready").as_deref(), Some("True"), "{pool}");
+    assert!(pool["status"]["resources"]["cpu"].is_string(), "{pool}");
+
     // kube-scheduler binds the pod; then it is deleted and the node is empty.
     c.bind("web-1", &node_name);
     c.delete_pod("web-1");

@@ -15,7 +15,7 @@ use crate::writes::ClusterWriter;
 use dovetail_dataflow::backend::{Cluster, ClusterEvent, ClusterReply, NodeClaim};
 use dovetail_dataflow::facts::Fact;
 use dovetail_dataflow::model::labels::{NODEPOOL, UNREGISTERED_TAINT};
-use dovetail_dataflow::model::{Node, NodePool, Pod, Taint};
+use dovetail_dataflow::model::{Node, NodePool, Pod, Resources, Taint};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// See the module documentation.
@@ -350,6 +350,29 @@ impl KubeCluster {
             .filter(|c| now_ms.saturating_sub(c.created_ms) > ttl_ms)
             .map(|c| c.name.clone())
             .collect()
+    }
+
+    /// Each NodePool's NodeClaims: their capacity summed, and how many (launched ones only:
+    /// one not launched has no size yet), for every NodePool the watch knows.
+    pub fn nodepool_usage(&self) -> BTreeMap<String, (Resources, usize)> {
+        let mut usage: BTreeMap<String, (Resources, usize)> = self
+            .nodepools
+            .keys()
+            .map(|p| (p.clone(), (Resources::default(), 0)))
+            .collect();
+        for c in self.nodeclaims.values() {
+            let (Some(node), Some(u)) = (&c.status, usage.get_mut(&c.nodepool)) else {
+                continue;
+            };
+            let size = if node.capacity.is_zero() {
+                &node.allocatable
+            } else {
+                &node.capacity
+            };
+            u.0.add_assign(size);
+            u.1 += 1;
+        }
+        usage
     }
 
     /// Whether the NodeClaim's Node is initialised.

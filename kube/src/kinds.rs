@@ -19,7 +19,7 @@ pub struct WatchedKind {
 pub const WATCHED: &[WatchedKind] = &[
     kind("", "v1", "Pod", "pods", true),
     kind("", "v1", "Node", "nodes", false),
-    kind("karpenter.sh", "v1", "NodePool", "nodepools", false),
+    NODEPOOL,
     kind(
         "karpenter.k8s.aws",
         "v1",
@@ -44,8 +44,11 @@ pub const WATCHED: &[WatchedKind] = &[
     ),
 ];
 
-/// NodeClaims: what the controller writes (read back through the manifest reader with their
-/// Nodes, a step still to come).
+/// NodePools: watched, and their status written.
+pub const NODEPOOL: WatchedKind = kind("karpenter.sh", "v1", "NodePool", "nodepools", false);
+
+/// NodeClaims: what the controller writes, read back at start (`ingest::read_nodeclaim`) and
+/// watched for deletions.
 pub const NODECLAIM: WatchedKind = kind("karpenter.sh", "v1", "NodeClaim", "nodeclaims", false);
 
 const fn kind(

@@ -164,6 +164,33 @@ pub fn kubelet_node(node: &Node, startup_taints: &[Taint], now_rfc3339: &str) ->
     })
 }
 
+/// A NodePool's status as Karpenter keeps it: the capacity of its NodeClaims summed
+/// (`status.resources`, with `nodes` their count; NodePool limits are checked against it) and
+/// its `Ready` condition (its EC2NodeClass exists).
+pub fn nodepool_status(
+    resources: &Resources,
+    nodes: usize,
+    class_ready: bool,
+    now_rfc3339: &str,
+) -> Value {
+    let mut totals = resources_json(resources);
+    totals.insert("nodes".into(), Value::from(nodes.to_string()));
+    let status = if class_ready { "True" } else { "False" };
+    let reason = if class_ready {
+        "Ready"
+    } else {
+        "NodeClassNotFound"
+    };
+    json!({"status": {
+        "resources": totals,
+        "nodes": nodes,
+        "conditions": [
+            {"type": "NodeClassReady", "status": status, "reason": reason, "lastTransitionTime": now_rfc3339},
+            {"type": "Ready", "status": status, "reason": reason, "lastTransitionTime": now_rfc3339},
+        ],
+    }})
+}
+
 /// A taint as the API writes it.
 pub fn taint_json(t: &Taint) -> Value {
     let mut v = json!({"key": t.key, "effect": format!("{:?}", t.effect)});

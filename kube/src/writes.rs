@@ -237,6 +237,19 @@ impl ClusterWriter {
         });
     }
 
+    /// Writes a NodePool's status (see [`crate::nodeclaim::nodepool_status`]).
+    pub fn nodepool_status(&self, name: &str, status: Value) {
+        let api: Api<DynamicObject> =
+            Api::all_with(self.client.clone(), &crate::kinds::NODEPOOL.api_resource());
+        let name = name.to_string();
+        self.submit(format!("NodePool/{name}"), async move {
+            write_status(&api, &name, status)
+                .await
+                .err()
+                .map(|e| failed(format!("NodePool/{name}"), e))
+        });
+    }
+
     /// Every NodeClaim on the API server, as objects (read back at start and on a take-over).
     pub fn list_nodeclaims(&self) -> Result<Vec<Value>, kube::Error> {
         let api = self.nodeclaims();

@@ -18,6 +18,7 @@ use dovetail_actuate::{ActuationSettings, ControlLoop, POLL_INTERVAL_MS};
 use dovetail_dataflow::backend::CloudEventKind;
 use dovetail_dataflow::catalog::{embedded, RegionCatalog};
 use dovetail_dataflow::facts::{Fact, Interruption, InterruptionKind};
+use dovetail_dataflow::model::Resources;
 use dovetail_kube::leader::{Election, Role};
 use dovetail_kube::{ClusterWriter, FactUpdate, KubeCluster, WatchStats, WATCHED};
 use dovetail_sim::{SimCloud, SimConfig};
@@ -31,6 +32,9 @@ const FIRST_LIST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// dovetail's leader Lease.
 const LEASE_NAME: &str = "dovetail-leader-election";
+
+/// How often NodePools' status is brought up to date.
+const STATUS_INTERVAL: Duration = Duration::from_secs(2);
 
 /// How often a standby looks at its role.
 const TICK_STANDBY: Duration = Duration::from_millis(200);
@@ -159,6 +163,8 @@ fn drive<C: LiveCloud>(
     let mut leading = false;
     let mut class_changed = false;
     let mut last_render: Option<Instant> = None;
+    let mut last_status: Option<Instant> = None;
+    let mut written_status: BTreeMap<String, (Resources, usize, bool)> = BTreeMap::new();
     loop {
         let now = clock.now_ms();
         control.set_clock(now);
@@ -258,6 +264,10 @@ fn drive<C: LiveCloud>(
         let diffs = control.advance(now)?;
         control.act(now, &diffs, &mut cloud, &mut cluster);
         send_node_facts(&mut cluster, &mut control);
+        if last_status.is_none_or(|t: Instant| t.elapsed() >= STATUS_INTERVAL) {
+            last_status = Some(Instant::now());
+            write_nodepool_status(&cluster, &control, &mut written_status);
+        }
         if now.saturating_sub(last_gc) >= args.gc_interval_ms {
             last_gc = now;
             control
@@ -320,6 +330,30 @@ fn interrupted<C: LiveCloud>(
         .push(fact.describe());
     control.set_fact(fact);
     control.actuator_mut().drain_now(&instance.node_name());
+}
+
+/// Writes the status of every NodePool whose NodeClaims' capacity, count or EC2NodeClass
+/// changed since it was last written.
+fn write_nodepool_status(
+    cluster: &KubeCluster,
+    control: &ControlLoop,
+    written: &mut BTreeMap<String, (Resources, usize, bool)>,
+) {
+    let actuator = control.actuator();
+    for (pool, (resources, nodes)) in cluster.nodepool_usage() {
+        let class_ready = actuator
+            .nodepool(&pool)
+            .and_then(|p| p.node_class.as_ref())
+            .is_some_and(|c| actuator.nodeclasses().contains_key(c));
+        let now = (resources, nodes, class_ready);
+        if written.get(&pool) == Some(&now) {
+            continue;
+        }
+        let stamp = dovetail_ingest::format_rfc3339_ms(WallClock::default().now_ms());
+        let status = dovetail_kube::nodeclaim::nodepool_status(&now.0, now.1, now.2, &stamp);
+        cluster.writer().nodepool_status(&pool, status);
+        written.insert(pool, now);
+    }
 }
 
 /// This replica leads now: the NodeClaims on the API server are read back (whoever led before
