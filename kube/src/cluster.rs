@@ -10,6 +10,7 @@
 //! instance gone: finalizers off, Node and NodeClaim deleted). And it turns Nodes and in-flight
 //! NodeClaims into the engine's node facts, as the replay's simulated cluster does.
 
+use crate::nodeclaim::ConditionTimes;
 use crate::watch::FactUpdate;
 use crate::writes::ClusterWriter;
 use dovetail_dataflow::backend::{Cluster, ClusterEvent, ClusterReply, NodeClaim};
@@ -24,8 +25,8 @@ pub struct KubeCluster {
     nodeclaims: BTreeMap<String, NodeClaim>,
     /// Node name → the NodeClaim launched for it.
     claim_by_node: BTreeMap<String, String>,
-    /// NodeClaims whose `Initialized` condition was written.
-    initialized: BTreeSet<String>,
+    /// When each NodeClaim's conditions became true (its status's `lastTransitionTime`s).
+    times: BTreeMap<String, ConditionTimes>,
     /// Nodes as the watch last read them (with this controller's writes applied).
     nodes: BTreeMap<String, Node>,
     /// Pods the engine sees, by `namespace/name`.
@@ -69,7 +70,7 @@ impl KubeCluster {
             writer,
             nodeclaims: BTreeMap::new(),
             claim_by_node: BTreeMap::new(),
-            initialized: BTreeSet::new(),
+            times: BTreeMap::new(),
             nodes: BTreeMap::new(),
             pods: BTreeMap::new(),
             pods_by_node: BTreeMap::new(),
@@ -88,9 +89,16 @@ impl KubeCluster {
     /// A NodeClaim found on the API server at start (or on a take-over): kept as this
     /// controller's own, so recovery finishes its launch instead of launching again.
     pub fn adopt(&mut self, claim: NodeClaim) {
-        if claim.registered {
-            self.initialized.insert(claim.name.clone());
-        }
+        // The times a previous process saw are not read back: its creation stands in.
+        let since = Some(claim.created_ms);
+        self.times.insert(
+            claim.name.clone(),
+            ConditionTimes {
+                launched_ms: claim.status.as_ref().and(since),
+                registered_ms: since.filter(|_| claim.registered),
+                initialized_ms: since.filter(|_| claim.registered),
+            },
+        );
         self.index(&claim);
         self.nodeclaims.insert(claim.name.clone(), claim);
     }
@@ -272,7 +280,7 @@ impl KubeCluster {
     /// Karpenter's registration of every Node that joined for a launched NodeClaim: its labels
     /// and taints (not its startup taints) synced onto the Node, the finalizer added, the unregistered taint removed, the
     /// NodeClaim marked `Registered`. Returns the Nodes registered.
-    pub fn register_joined(&mut self) -> Vec<String> {
+    pub fn register_joined(&mut self, now_ms: i64) -> Vec<String> {
         let joined: Vec<String> = self
             .nodeclaims
             .values()
@@ -308,7 +316,9 @@ impl KubeCluster {
             if let Some(s) = claim.status.as_mut() {
                 s.in_flight = false;
             }
-            self.writer.update_nodeclaim(&claim, false);
+            let times = self.times.entry(claim.name.clone()).or_default();
+            times.registered_ms = Some(now_ms);
+            self.writer.update_nodeclaim(&claim, times);
             self.nodeclaims.insert(claim.name.clone(), claim);
             self.dirty.insert(node.clone());
             tracing::info!(node = %node, "registered");
@@ -318,11 +328,11 @@ impl KubeCluster {
 
     /// Marks `Initialized` (and `Ready`) every registered NodeClaim whose Node is Ready with its
     /// startup taints gone. Returns the NodeClaims initialised.
-    pub fn initialize_ready(&mut self) -> Vec<String> {
+    pub fn initialize_ready(&mut self, now_ms: i64) -> Vec<String> {
         let ready: Vec<String> = self
             .nodeclaims
             .values()
-            .filter(|c| c.registered && !self.initialized.contains(&c.name))
+            .filter(|c| c.registered && !self.is_initialized(&c.name))
             .filter(|c| {
                 c.node_name()
                     .and_then(|n| self.nodes.get(n))
@@ -333,10 +343,11 @@ impl KubeCluster {
             .map(|c| c.name.clone())
             .collect();
         for name in &ready {
+            let times = self.times.entry(name.clone()).or_default();
+            times.initialized_ms = Some(now_ms);
             if let Some(claim) = self.nodeclaims.get(name) {
-                self.writer.update_nodeclaim(claim, true);
+                self.writer.update_nodeclaim(claim, times);
             }
-            self.initialized.insert(name.clone());
         }
         ready
     }
@@ -377,7 +388,9 @@ impl KubeCluster {
 
     /// Whether the NodeClaim's Node is initialised.
     pub fn is_initialized(&self, claim: &str) -> bool {
-        self.initialized.contains(claim)
+        self.times
+            .get(claim)
+            .is_some_and(|t| t.initialized_ms.is_some())
     }
 
     /// The instance behind Node `node` is gone: its finalizers come off and the Node and its
@@ -397,7 +410,7 @@ impl KubeCluster {
         if let Some(old) = self.nodeclaims.remove(name) {
             self.unindex(&old);
         }
-        self.initialized.remove(name);
+        self.times.remove(name);
     }
 
     /// What the cache holds now.
@@ -447,7 +460,7 @@ impl Cluster for KubeCluster {
         self.nodeclaims.insert(claim.name.clone(), claim);
     }
 
-    fn update_nodeclaim(&mut self, _now_ms: i64, claim: NodeClaim) {
+    fn update_nodeclaim(&mut self, now_ms: i64, claim: NodeClaim) {
         let Some(old) = self.nodeclaims.remove(&claim.name) else {
             self.replies.push(ClusterReply::Failed {
                 object: format!("NodeClaim/{}", claim.name),
@@ -456,8 +469,14 @@ impl Cluster for KubeCluster {
             return;
         };
         self.unindex(&old);
-        let initialized = self.initialized.contains(&claim.name);
-        self.writer.update_nodeclaim(&claim, initialized);
+        let times = self.times.entry(claim.name.clone()).or_default();
+        if claim.status.is_some() && times.launched_ms.is_none() {
+            times.launched_ms = Some(now_ms);
+        }
+        if claim.registered && times.registered_ms.is_none() {
+            times.registered_ms = Some(now_ms);
+        }
+        self.writer.update_nodeclaim(&claim, times);
         self.index(&claim);
         self.nodeclaims.insert(claim.name.clone(), claim);
     }

@@ -85,21 +85,53 @@ pub fn nodeclaim_object(claim: &NodeClaim, node_class: Option<&str>, taints: &[T
     })
 }
 
+/// When each of a NodeClaim's conditions last became true (ms since the epoch); `None`: not
+/// yet (a condition still false keeps the time the status was first written, its launch).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ConditionTimes {
+    pub launched_ms: Option<i64>,
+    pub registered_ms: Option<i64>,
+    pub initialized_ms: Option<i64>,
+}
+
 /// The status once CreateFleet answered: provider id, the node's name, capacity and
 /// allocatable, and the conditions Karpenter sets: `Launched`, `Registered` once its Node
 /// joined, `Initialized` once that Node is Ready with its startup taints gone, and `Ready`
-/// with it.
-pub fn nodeclaim_status(claim: &NodeClaim, initialized: bool, now_rfc3339: &str) -> Option<Value> {
+/// with it. Each condition's `lastTransitionTime` is when it last changed, from `times`.
+pub fn nodeclaim_status(
+    claim: &NodeClaim,
+    times: &ConditionTimes,
+    now_rfc3339: &str,
+) -> Option<Value> {
     let node = claim.status.as_ref()?;
-    let condition = |kind: &str, status: bool| {
-        json!({"type": kind, "status": if status { "True" } else { "False" },
-            "reason": kind, "lastTransitionTime": now_rfc3339})
+    let at = |ms: Option<i64>| {
+        ms.or(times.launched_ms)
+            .map(dovetail_ingest::format_rfc3339_ms)
+            .unwrap_or_else(|| now_rfc3339.to_string())
     };
+    let condition = |kind: &str, status: bool, since: Option<i64>| {
+        json!({"type": kind, "status": if status { "True" } else { "False" },
+            "reason": kind, "lastTransitionTime": at(since)})
+    };
+    let registered = claim.registered;
+    let initialized = registered && times.initialized_ms.is_some();
     let conditions = vec![
-        condition("Launched", true),
-        condition("Registered", claim.registered),
-        condition("Initialized", claim.registered && initialized),
-        condition("Ready", claim.registered && initialized),
+        condition("Launched", true, times.launched_ms),
+        condition(
+            "Registered",
+            registered,
+            times.registered_ms.filter(|_| registered),
+        ),
+        condition(
+            "Initialized",
+            initialized,
+            times.initialized_ms.filter(|_| initialized),
+        ),
+        condition(
+            "Ready",
+            initialized,
+            times.initialized_ms.filter(|_| initialized),
+        ),
     ];
     let mut status = json!({
         "providerID": node.provider_id,
@@ -363,7 +395,40 @@ mod tests {
             },
             ..Node::default()
         });
-        let status = nodeclaim_status(&c, false, "2026-12-03T00:00:00Z").expect("a status");
+        let launched = ConditionTimes {
+            launched_ms: Some(1_796_292_001_000),
+            ..ConditionTimes::default()
+        };
+        let status = nodeclaim_status(&c, &launched, "2026-12-03T00:00:09Z").expect("a status");
+        // A condition's time is when it changed, not when the status was written again.
+        let mut later = c.clone();
+        later.registered = true;
+        let registered = ConditionTimes {
+            registered_ms: Some(1_796_292_005_000),
+            ..launched
+        };
+        let again =
+            nodeclaim_status(&later, &registered, "2026-12-03T00:00:09Z").expect("a status");
+        let times: Vec<(&str, &str)> = again["status"]["conditions"]
+            .as_array()
+            .expect("conditions")
+            .iter()
+            .map(|c| {
+                (
+                    c["type"].as_str().unwrap_or(""),
+                    c["lastTransitionTime"].as_str().unwrap_or(""),
+                )
+            })
+            .collect();
+        assert_eq!(
+            times,
+            [
+                ("Launched", "2026-12-03T10:00:01.000Z"),
+                ("Registered", "2026-12-03T10:00:05.000Z"),
+                ("Initialized", "2026-12-03T10:00:01.000Z"),
+                ("Ready", "2026-12-03T10:00:01.000Z"),
+            ]
+        );
         object["status"] = status["status"].clone();
         // A restarted controller reads the same launch back (with what it asked CreateFleet for).
         let back = dovetail_ingest::read_nodeclaim("claims", &object).expect("a record");

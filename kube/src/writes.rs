@@ -6,7 +6,8 @@
 
 use crate::kinds::NODECLAIM;
 use crate::nodeclaim::{
-    kubelet_node, nodeclaim_annotations, nodeclaim_object, nodeclaim_status, TERMINATION_FINALIZER,
+    kubelet_node, nodeclaim_annotations, nodeclaim_object, nodeclaim_status, ConditionTimes,
+    TERMINATION_FINALIZER,
 };
 use crossbeam_channel::{Receiver, Sender};
 use dovetail_dataflow::backend::{ClusterEvent, ClusterReply, NodeClaim};
@@ -138,7 +139,7 @@ impl ClusterWriter {
     pub fn create_nodeclaim(&self, claim: &NodeClaim, node_class: Option<&str>, taints: &[Taint]) {
         let api = self.nodeclaims();
         let object = nodeclaim_object(claim, node_class, taints);
-        let status = nodeclaim_status(claim, false, &now_rfc3339());
+        let status = nodeclaim_status(claim, &ConditionTimes::default(), &now_rfc3339());
         let name = claim.name.clone();
         self.submit(format!("NodeClaim/{}", claim.name), async move {
             let what = format!("NodeClaim/{name}");
@@ -183,15 +184,15 @@ impl ClusterWriter {
             .map(|_| ())
             .map_err(|e| e.to_string())?;
         if claim.status.is_some() {
-            self.update_nodeclaim(claim, false);
+            self.update_nodeclaim(claim, &ConditionTimes::default());
         }
         Ok(())
     }
 
     /// Writes a NodeClaim's annotations (what was recorded at launch) and its status
     /// (launched: provider id, capacity; registered; initialised).
-    pub fn update_nodeclaim(&self, claim: &NodeClaim, initialized: bool) {
-        let Some(status) = nodeclaim_status(claim, initialized, &now_rfc3339()) else {
+    pub fn update_nodeclaim(&self, claim: &NodeClaim, times: &ConditionTimes) {
+        let Some(status) = nodeclaim_status(claim, times, &now_rfc3339()) else {
             return;
         };
         let annotations = nodeclaim_annotations(claim);

@@ -79,7 +79,7 @@ fn nodeclaims_nodes_and_evictions_are_written_as_karpenter_writes_them() {
         },
         ..Node::default()
     });
-    writer.update_nodeclaim(&c, false);
+    writer.update_nodeclaim(&c, &Default::default());
     let status = eventually("the NodeClaim's status", || {
         let o = rt.block_on(claims.get("general-x7k2p")).ok()?;
         let v = serde_json::to_value(&o).ok()?;

@@ -250,7 +250,7 @@ fn drive<C: LiveCloud>(
                 .actuator_mut()
                 .terminate_deleted_claim(now, claim, &mut cloud, &mut cluster)
         });
-        stats.nodes_registered += cluster.register_joined().len() as u64;
+        stats.nodes_registered += cluster.register_joined(now).len() as u64;
         for claim in cluster.unregistered_past(now, args.registration_ttl_ms) {
             tracing::warn!(nodeclaim = %claim, "its Node did not register in time; terminating its instance");
             stats.registration_timeouts += 1;
@@ -258,7 +258,7 @@ fn drive<C: LiveCloud>(
                 .actuator_mut()
                 .terminate_claim(now, &claim, &mut cloud, &mut cluster);
         }
-        stats.nodeclaims_initialized += cluster.initialize_ready().len() as u64;
+        stats.nodeclaims_initialized += cluster.initialize_ready(now).len() as u64;
         send_node_facts(&mut cluster, &mut control);
         control.expire_capacity_errors(now);
         let diffs = control.advance(now)?;
