@@ -122,9 +122,7 @@ fn a_pending_pod_gets_a_nodeclaim_a_registered_node_and_an_empty_node_goes() {
     assert_eq!(v["spec"]["nodeClassRef"]["name"], "default");
 
     // The simulated kubelet registers the Node; registration and initialisation follow.
-    let claim = c.nodeclaim_when(&name, "the NodeClaim Initialized", |o| {
-        condition(o, "Initialized").as_deref() == Some("True")
-    });
+    let claim = c.initialized(&name);
     assert_eq!(condition(&claim, "Launched").as_deref(), Some("True"));
     assert_eq!(condition(&claim, "Registered").as_deref(), Some("True"));
     let node_name = claim["status"]["nodeName"]
@@ -268,9 +266,7 @@ fn a_nodeclaim_deleted_by_hand_is_drained_and_terminated() {
         .spawn()
         .expect("start dovetail run");
     let name = c.first_nodeclaim().metadata.name.expect("a name");
-    let claim = c.nodeclaim_when(&name, "the NodeClaim Initialized", |o| {
-        condition(o, "Initialized").as_deref() == Some("True")
-    });
+    let claim = c.initialized(&name);
     let node = claim["status"]["nodeName"]
         .as_str()
         .expect("nodeName")

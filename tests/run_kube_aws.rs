@@ -9,7 +9,7 @@
 mod live_cluster;
 
 use dovetail_aws::test_peer::Peer;
-use live_cluster::{condition, LiveCluster, NO_HTTP};
+use live_cluster::{Launched, LiveCluster, NO_HTTP};
 use serde_json::Value;
 
 #[test]
@@ -30,28 +30,18 @@ fn a_pending_pod_gets_an_ec2_instance_that_registers_and_is_terminated_when_empt
         .spawn()
         .expect("start dovetail run");
 
-    let claim = c.first_nodeclaim();
-    let name = claim.metadata.name.clone().expect("a name");
     // CreateFleet answered: the instance is recorded on the NodeClaim.
-    let launched = c.nodeclaim_when(&name, "the NodeClaim Launched", |o| {
-        o["status"]["providerID"].is_string()
-    });
-    let provider_id = launched["status"]["providerID"]
-        .as_str()
-        .expect("providerID")
-        .to_string();
-    let node_name = launched["status"]["nodeName"]
-        .as_str()
-        .expect("nodeName")
-        .to_string();
+    let Launched {
+        name,
+        provider_id,
+        node: node_name,
+    } = c.launched();
     let instance_id = provider_id.rsplit('/').next().expect("an id").to_string();
     assert!(instance_id.starts_with("i-"), "{provider_id}");
 
     // The kubelet joins; registration and initialisation follow.
     c.kubelet_registers(&node_name, &provider_id);
-    c.nodeclaim_when(&name, "the NodeClaim Initialized", |o| {
-        condition(o, "Initialized").as_deref() == Some("True")
-    });
+    c.initialized(&name);
     let node = c.node(&node_name);
     assert_eq!(
         node["metadata"]["labels"]["karpenter.sh/nodepool"],
@@ -97,24 +87,14 @@ fn a_standby_takes_over_a_launch_without_launching_again() {
             .expect("start dovetail run")
     };
     let mut first = replica("first", "60s");
-    let claim = c.first_nodeclaim();
-    let name = claim.metadata.name.clone().expect("a name");
-    let launched = c.nodeclaim_when(&name, "the NodeClaim Launched", |o| {
-        o["status"]["providerID"].is_string()
-    });
+    let launched = c.launched();
     // The leader dies (no chance to release its Lease); a second replica starts.
     first.kill().expect("kill the leader");
     let _ = first.wait();
     let mut second = replica("second", "12s");
-    let provider_id = launched["status"]["providerID"]
-        .as_str()
-        .expect("providerID");
-    let node_name = launched["status"]["nodeName"].as_str().expect("nodeName");
-    c.kubelet_registers(node_name, provider_id);
+    c.kubelet_registers(&launched.node, &launched.provider_id);
     // The new leader registers the Node the old one launched, and initialises it.
-    c.nodeclaim_when(&name, "the NodeClaim Initialized", |o| {
-        condition(o, "Initialized").as_deref() == Some("True")
-    });
+    c.initialized(&launched.name);
     let status = second.wait().expect("the second replica ends");
     assert!(status.success(), "{status}");
     assert_eq!(ec2.count_calls("CreateFleet"), 1, "nothing launched twice");
@@ -140,14 +120,9 @@ fn a_node_that_never_registers_is_given_up() {
         .args(NO_HTTP)
         .spawn()
         .expect("start dovetail run");
-    let claim = c.first_nodeclaim();
-    let name = claim.metadata.name.clone().expect("a name");
-    let launched = c.nodeclaim_when(&name, "the NodeClaim Launched", |o| {
-        o["status"]["providerID"].is_string()
-    });
-    let provider_id = launched["status"]["providerID"]
-        .as_str()
-        .expect("providerID");
+    let Launched {
+        name, provider_id, ..
+    } = c.launched();
     let instance_id = provider_id.rsplit('/').next().expect("an id").to_string();
     // No kubelet ever joins: after the TTL the NodeClaim goes and its instance is terminated
     // (the pod still waits, so a launch of the same name may follow, with another instance).

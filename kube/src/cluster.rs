@@ -111,7 +111,7 @@ impl KubeCluster {
             FactUpdate::Set(fact) => self.set(now_ms, *fact).into_iter().collect(),
             FactUpdate::Remove(key) => self.remove(now_ms, &key).into_iter().collect(),
             FactUpdate::Replace { kind, facts } => {
-                let kind_name = kind_of(&format!("{} x", kind.kind));
+                let kind_name = kind.kind;
                 let mut stale = self
                     .keys_by_kind
                     .get(kind_name)

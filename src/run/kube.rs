@@ -266,7 +266,7 @@ fn drive<C: LiveCloud>(
         send_node_facts(&mut cluster, &mut control);
         if last_status.is_none_or(|t: Instant| t.elapsed() >= STATUS_INTERVAL) {
             last_status = Some(Instant::now());
-            write_nodepool_status(&cluster, &control, &mut written_status);
+            write_nodepool_status(now, &cluster, &control, &mut written_status);
         }
         if now.saturating_sub(last_gc) >= args.gc_interval_ms {
             last_gc = now;
@@ -335,6 +335,7 @@ fn interrupted<C: LiveCloud>(
 /// Writes the status of every NodePool whose NodeClaims' capacity, count or EC2NodeClass
 /// changed since it was last written.
 fn write_nodepool_status(
+    now_ms: i64,
     cluster: &KubeCluster,
     control: &ControlLoop,
     written: &mut BTreeMap<String, (Resources, usize, bool)>,
@@ -349,7 +350,7 @@ fn write_nodepool_status(
         if written.get(&pool) == Some(&now) {
             continue;
         }
-        let stamp = dovetail_ingest::format_rfc3339_ms(WallClock::default().now_ms());
+        let stamp = dovetail_ingest::format_rfc3339_ms(now_ms);
         let status = dovetail_kube::nodeclaim::nodepool_status(&now.0, now.1, now.2, &stamp);
         cluster.writer().nodepool_status(&pool, status);
         written.insert(pool, now);

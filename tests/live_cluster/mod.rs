@@ -75,6 +75,13 @@ pub fn http_get(port: u16, path: &str) -> Option<(String, String)> {
     Some((head.lines().next()?.to_string(), body.to_string()))
 }
 
+/// A NodeClaim whose instance exists.
+pub struct Launched {
+    pub name: String,
+    pub provider_id: String,
+    pub node: String,
+}
+
 /// A test peer, a kubeconfig for it in a temporary folder, and handles on its objects.
 pub struct LiveCluster {
     pub peer: KubePeer,
@@ -264,6 +271,27 @@ impl LiveCluster {
         eventually(what, || {
             let o = serde_json::to_value(self.rt.block_on(self.claims.get(name)).ok()?).ok()?;
             check(&o).then_some(o)
+        })
+    }
+
+    /// The first NodeClaim, once CreateFleet answered: its name, provider id and Node name.
+    pub fn launched(&self) -> Launched {
+        let name = self.first_nodeclaim().metadata.name.expect("a name");
+        let o = self.nodeclaim_when(&name, "the NodeClaim Launched", |o| {
+            o["status"]["providerID"].is_string()
+        });
+        let field = |f: &str| o["status"][f].as_str().expect(f).to_string();
+        Launched {
+            provider_id: field("providerID"),
+            node: field("nodeName"),
+            name,
+        }
+    }
+
+    /// The NodeClaim `name` once `Initialized`.
+    pub fn initialized(&self, name: &str) -> Value {
+        self.nodeclaim_when(name, "the NodeClaim Initialized", |o| {
+            condition(o, "Initialized").as_deref() == Some("True")
         })
     }
 
