@@ -4,6 +4,8 @@ objects of the repository against them.
 
     python3 deploy/check_crds.py [REPO_ROOT]     # exits 0 and prints a one-line summary
     python3 deploy/check_crds.py --self-test     # shows that bad objects and schemas are refused
+    python3 deploy/check_crds.py --objects F...  # validates the objects in files F (what a test
+                                                 # saw the controller write), as errors
 
 1. Each of the four CRD files parses and says what it must: apiextensions.k8s.io/v1, its group,
    names (plural, singular, kind, listKind, shortNames, categories [karpenter]), scope Cluster,
@@ -887,9 +889,33 @@ def self_test(root):
     return 0
 
 
+def check_objects(root, files):
+    errs = []
+    kinds = load_crds(root, errs)
+    documents = 0
+    for f in files:
+        for i, doc in enumerate(load_all(Path(f).read_text()), start=1):
+            for obj in objects_of(doc) if isinstance(doc, dict) else []:
+                kind = obj.get("kind") if isinstance(obj, dict) else None
+                if kind not in kinds:
+                    continue
+                name = (obj.get("metadata") or {}).get("name", "<unnamed>")
+                validate_document(obj, kinds[kind], f"{f} (document {i}, {kind} {name})", errs)
+                documents += 1
+    for e in errs:
+        print(f"error: {e}")
+    if errs:
+        print(f"check_crds --objects: FAILED with {len(errs)} errors in {documents} objects")
+        return 1
+    print(f"check_crds --objects: OK: {documents} objects validated")
+    return 0
+
+
 def main(argv):
     args = [a for a in argv if not a.startswith("--")]
     flags = [a for a in argv if a.startswith("--")]
+    if "--objects" in flags and flags == ["--objects"]:
+        return check_objects(Path(__file__).resolve().parent.parent, args)
     unknown = [f for f in flags if f not in ("--self-test", "--help")]
     if unknown or len(args) > 1 or "--help" in flags:
         print(__doc__)

@@ -63,6 +63,10 @@ enum Command {
     /// The control loop on the wall clock: the Kubernetes controller (`--cluster kube`, with
     /// EC2 or the simulated cloud), or EC2 for a simulated cluster (`--cloud aws --cluster sim`).
     Run(Box<dovetail::run::RunArgs>),
+    /// Print the CustomResourceDefinitions of Karpenter's v1 APIs (NodePool, NodeClaim,
+    /// EC2NodeClass, NodeOverlay) for a fresh install: `dovetail crds | kubectl apply -f -`.
+    /// On a cluster that has Karpenter's own CRDs, keep those.
+    Crds,
     /// Work with workload traces (convert the real Alibaba traces into dovetail's format).
     Trace {
         #[command(subcommand)]
@@ -119,6 +123,7 @@ fn main() -> Result<()> {
                 )?;
             }
         }
+        Command::Crds => output::emit("crds", &dovetail::crds::stream())?,
         Command::Trace { command } => trace::run(command)?,
     }
     Ok(())

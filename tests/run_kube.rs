@@ -9,7 +9,8 @@
 mod live_cluster;
 
 use live_cluster::{
-    condition, eventually, free_port, http_get, rbac_covers, rbac_rules, LiveCluster, NO_HTTP,
+    assert_valid_against_the_crds, condition, eventually, free_port, http_get, rbac_covers,
+    rbac_rules, LiveCluster, NO_HTTP,
 };
 use serde_json::{json, Value};
 use std::process::Command;
@@ -95,6 +96,8 @@ fn a_pending_pod_gets_a_nodeclaim_a_registered_node_and_an_empty_node_goes() {
     c.create_nodeclass("test");
     c.create_nodepool();
     c.create_unschedulable_pod("web-1");
+    // No instance type has this much CPU.
+    c.create_unschedulable_pod_requesting("huge", "100000");
 
     let summary = c.dir.join("summary.json");
     let (metrics_port, probe_port) = (free_port(), free_port());
@@ -120,6 +123,14 @@ fn a_pending_pod_gets_a_nodeclaim_a_registered_node_and_an_empty_node_goes() {
         json!(["karpenter.sh/termination"])
     );
     assert_eq!(v["spec"]["nodeClassRef"]["name"], "default");
+
+    // The decisions as Events: the pod is nominated to the NodeClaim; the huge one fails.
+    let (message, kind) = c.event("Pod/team/web-1", "Nominated");
+    assert_eq!(message, format!("Pod should schedule on: nodeclaim/{name}"));
+    assert_eq!(kind, "Normal");
+    let (message, kind) = c.event("Pod/team/huge", "FailedScheduling");
+    assert!(message.starts_with("Failed to schedule pod, "), "{message}");
+    assert_eq!(kind, "Warning");
 
     // The simulated kubelet registers the Node; registration and initialisation follow.
     let claim = c.initialized(&name);
@@ -187,6 +198,8 @@ fn a_pending_pod_gets_a_nodeclaim_a_registered_node_and_an_empty_node_goes() {
     });
     assert_eq!(condition(&pool, "Ready").as_deref(), Some("True"), "{pool}");
     assert!(pool["status"]["resources"]["cpu"].is_string(), "{pool}");
+    // What the controller wrote is what Karpenter's API takes.
+    assert_valid_against_the_crds(&c.dir.join("written.json"), &[claim, pool]);
 
     // kube-scheduler binds the pod; then it is deleted and the node is empty.
     c.bind("web-1", &node_name);

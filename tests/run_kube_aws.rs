@@ -9,7 +9,9 @@
 mod live_cluster;
 
 use dovetail_aws::test_peer::Peer;
-use live_cluster::{Launched, LiveCluster, NO_HTTP};
+use live_cluster::{
+    assert_valid_against_the_crds, condition, eventually, Launched, LiveCluster, NO_HTTP,
+};
 use serde_json::Value;
 
 #[test]
@@ -38,6 +40,21 @@ fn a_pending_pod_gets_an_ec2_instance_that_registers_and_is_terminated_when_empt
     } = c.launched();
     let instance_id = provider_id.rsplit('/').next().expect("an id").to_string();
     assert!(instance_id.starts_with("i-"), "{provider_id}");
+
+    // The EC2NodeClass's status says what its selector terms resolved to at moto, in the
+    // shape Karpenter's API takes.
+    let class = eventually("the EC2NodeClass's status", || {
+        let o = serde_json::to_value(c.rt.block_on(c.nodeclasses.get("default")).ok()?).ok()?;
+        (condition(&o, "Ready").as_deref() == Some("True")).then_some(o)
+    });
+    for field in ["subnets", "securityGroups", "amis"] {
+        let list = class["status"][field].as_array().expect(field);
+        assert!(!list.is_empty(), "{field}: {class}");
+    }
+    assert!(class["status"]["subnets"][0]["id"]
+        .as_str()
+        .is_some_and(|id| id.starts_with("subnet-")));
+    assert_valid_against_the_crds(&c.dir.join("written.json"), &[class]);
 
     // The kubelet joins; registration and initialisation follow.
     c.kubelet_registers(&node_name, &provider_id);

@@ -11,6 +11,7 @@
 
 use crate::capacity_errors::UnavailableOfferings;
 use crate::disruption::Disruptions;
+use crate::drain::Drains;
 use dovetail_dataflow::backend::{Cloud, CloudReply, Cluster, ClusterReply, OfferingKey};
 use dovetail_dataflow::decisions::Decision;
 use dovetail_dataflow::facts::{capacity_error_key, Fact};
@@ -59,6 +60,8 @@ pub struct ActuationStats {
     pub garbage_instances: u64,
     /// NodeClaims garbage collection deleted for having no instance.
     pub garbage_nodeclaims: u64,
+    /// Drains ended by their NodePool's `terminationGracePeriod` with pods still on the node.
+    pub drains_forced: u64,
 }
 
 /// Why a launch was submitted, for routing its answer.
@@ -83,6 +86,7 @@ pub struct Actuator {
     /// Answers to replacement launches, by NodeClaim name: launched or not.
     pub(crate) replacement_results: BTreeMap<String, bool>,
     pub(crate) disruption: Disruptions,
+    pub(crate) drains: Drains,
     pub(crate) stats: ActuationStats,
     pub(crate) notes: BTreeSet<String>,
 }
@@ -99,6 +103,7 @@ impl Actuator {
             in_flight_calls: BTreeMap::new(),
             replacement_results: BTreeMap::new(),
             disruption: Disruptions::default(),
+            drains: Drains::default(),
             stats: ActuationStats::default(),
             notes: BTreeSet::new(),
         }

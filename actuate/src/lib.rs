@@ -9,6 +9,7 @@ pub mod batching;
 pub mod capacity_errors;
 mod control_loop;
 pub mod disruption;
+pub mod drain;
 pub mod driver;
 pub mod garbage_collection;
 mod instance_types;

@@ -12,6 +12,7 @@ mod daemonset;
 mod error;
 pub mod facts;
 mod fields;
+pub mod live;
 mod loader;
 mod messages;
 mod meta;

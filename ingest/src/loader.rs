@@ -55,16 +55,16 @@ const KINDS: &[(&str, Api, bool)] = &[
 
 /// Everything read, before cross-object resolution.
 #[derive(Default)]
-struct Collected {
-    pods: Vec<(ParsedPod, String)>,
+pub(crate) struct Collected {
+    pub pods: Vec<(ParsedPod, String)>,
     workloads: Vec<Workload>,
     daemonsets: Vec<ParsedDaemonSet>,
     nodes: Vec<Node>,
     claims: Vec<Claim>,
-    volumes: VolumeIndex,
-    priorities: Priorities,
+    pub volumes: VolumeIndex,
+    pub priorities: Priorities,
     capacity_blocks: Vec<CapacityBlock>,
-    out: Manifests,
+    pub out: Manifests,
 }
 
 /// Where an object came from, for errors.
@@ -97,6 +97,23 @@ pub(crate) fn assemble(docs: &[Document]) -> Result<Manifests, ManifestError> {
         }
     }
     Ok(resolve(c))
+}
+
+/// Reads one object as a watch delivers it, without resolving it against others: what it
+/// contributes, for [`crate::live`] to resolve.
+pub(crate) fn read_one(source: &str, value: &Value) -> Result<Collected, ManifestError> {
+    let mut c = Collected::default();
+    read_object(
+        &Object {
+            file: source,
+            document: 1,
+            prefix: String::new(),
+            value,
+            implied: None,
+        },
+        &mut c,
+    )?;
+    Ok(c)
 }
 
 fn str_at<'v>(v: &'v Value, keys: &[&str]) -> Option<&'v str> {

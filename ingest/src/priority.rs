@@ -16,8 +16,8 @@ const BUILT_IN: &[(&str, i32)] = &[
 /// The PriorityClasses of the input.
 #[derive(Debug, Default)]
 pub(crate) struct Priorities {
-    classes: BTreeMap<String, i32>,
-    global_default: Option<i32>,
+    /// Value and `globalDefault` by class name.
+    classes: BTreeMap<String, (i32, bool)>,
 }
 
 impl Priorities {
@@ -26,11 +26,29 @@ impl Priorities {
         let value = root
             .i32("value")?
             .ok_or_else(|| root.err_at("value", "required field is missing"))?;
-        if root.bool("globalDefault")? == Some(true) {
-            self.global_default = Some(value);
-        }
-        self.classes.insert(name, value);
+        let global_default = root.bool("globalDefault")? == Some(true);
+        self.classes.insert(name, (value, global_default));
         Ok(())
+    }
+
+    /// Forgets a class (deleted on a live cluster).
+    pub fn remove(&mut self, name: &str) {
+        self.classes.remove(name);
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &String> {
+        self.classes.keys()
+    }
+
+    /// Takes in the classes of `other` (one object read on its own).
+    pub fn merge(&mut self, other: Priorities) {
+        self.classes.extend(other.classes);
+    }
+
+    /// The value pods without a class get: the `globalDefault` class's (the API server allows
+    /// one), else 0.
+    fn global_default(&self) -> Option<i32> {
+        self.classes.values().find(|(_, g)| *g).map(|(v, _)| *v)
     }
 
     /// The priority of a pod spec: `spec.priority` if set, else its class's value, else the
@@ -41,7 +59,7 @@ impl Priorities {
         }
         match &spec.priority_class {
             Some(class) => {
-                if let Some(v) = self.classes.get(class) {
+                if let Some((v, _)) = self.classes.get(class) {
                     return *v;
                 }
                 if let Some((_, v)) = BUILT_IN.iter().find(|(n, _)| n == class) {
@@ -52,7 +70,7 @@ impl Priorities {
                 ));
                 0
             }
-            None => self.global_default.unwrap_or(0),
+            None => self.global_default().unwrap_or(0),
         }
     }
 }

@@ -38,6 +38,18 @@ pub(crate) enum VolumeClaim {
     },
 }
 
+impl VolumeClaim {
+    /// The name of the claim this is, in a pod named `pod_name`.
+    pub fn claim_name(&self, pod_name: &str) -> String {
+        match self {
+            VolumeClaim::Claim(name) | VolumeClaim::FromTemplate { claim: name, .. } => {
+                name.clone()
+            }
+            VolumeClaim::Ephemeral { volume, .. } => format!("{pod_name}-{volume}"),
+        }
+    }
+}
+
 /// The claims in a pod spec's `volumes`.
 pub(crate) fn pod_volume_claims(spec: &At) -> FieldResult<Vec<VolumeClaim>> {
     let mut out = Vec::new();
@@ -208,6 +220,48 @@ impl VolumeIndex {
         self.classes.insert(c.name.clone(), c);
     }
 
+    /// Takes in the claims, volumes and classes of `other` (one object read on its own).
+    pub fn merge(&mut self, other: VolumeIndex) {
+        self.pvcs.extend(other.pvcs);
+        self.pvs.extend(other.pvs);
+        self.classes.extend(other.classes);
+    }
+
+    pub fn remove_pvc(&mut self, namespace: &str, name: &str) {
+        self.pvcs.remove(&(namespace.to_string(), name.to_string()));
+    }
+
+    pub fn remove_pv(&mut self, name: &str) {
+        self.pvs.remove(name);
+    }
+
+    pub fn remove_class(&mut self, name: &str) {
+        self.classes.remove(name);
+    }
+
+    pub fn pvc_keys(&self) -> impl Iterator<Item = &(String, String)> {
+        self.pvcs.keys()
+    }
+
+    pub fn pv_names(&self) -> impl Iterator<Item = &String> {
+        self.pvs.keys()
+    }
+
+    pub fn class_names(&self) -> impl Iterator<Item = &String> {
+        self.classes.keys()
+    }
+
+    /// The claims bound to volume `name`.
+    pub fn claims_bound_to<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> impl Iterator<Item = &'a (String, String)> + 'a {
+        self.pvcs
+            .iter()
+            .filter(move |(_, p)| p.volume_name.as_deref() == Some(name))
+            .map(|(k, _)| k)
+    }
+
     fn default_class(&self) -> Option<&StorageClass> {
         self.classes.values().find(|c| c.is_default)
     }
@@ -223,22 +277,17 @@ impl VolumeIndex {
     ) -> Option<BTreeSet<String>> {
         let mut out: Option<BTreeSet<String>> = None;
         for claim in claims {
-            let zones = match claim {
-                VolumeClaim::Claim(name) => self.claim_zones(namespace, name, None, notes),
-                VolumeClaim::Ephemeral {
-                    volume,
-                    storage_class,
-                } => self.claim_zones(
-                    namespace,
-                    &format!("{pod_name}-{volume}"),
-                    Some(storage_class),
-                    notes,
-                ),
-                VolumeClaim::FromTemplate {
-                    claim,
-                    storage_class,
-                } => self.claim_zones(namespace, claim, Some(storage_class), notes),
+            let template_class = match claim {
+                VolumeClaim::Claim(_) => None,
+                VolumeClaim::Ephemeral { storage_class, .. }
+                | VolumeClaim::FromTemplate { storage_class, .. } => Some(storage_class),
             };
+            let zones = self.claim_zones(
+                namespace,
+                &claim.claim_name(pod_name),
+                template_class,
+                notes,
+            );
             if let Some(z) = zones {
                 out = Some(match out {
                     Some(acc) => acc.intersection(&z).cloned().collect(),

@@ -10,7 +10,8 @@
 //! instance gone: finalizers off, Node and NodeClaim deleted). And it turns Nodes and in-flight
 //! NodeClaims into the engine's node facts, as the replay's simulated cluster does.
 
-use crate::nodeclaim::ConditionTimes;
+use crate::eviction_backoff::EvictionBackoff;
+use crate::nodeclaim::{ConditionTimes, NodeClaimTemplate};
 use crate::watch::FactUpdate;
 use crate::writes::ClusterWriter;
 use dovetail_dataflow::backend::{Cluster, ClusterEvent, ClusterReply, NodeClaim};
@@ -40,6 +41,7 @@ pub struct KubeCluster {
     /// Nodes whose engine fact must be sent again.
     dirty: BTreeSet<String>,
     replies: Vec<ClusterReply>,
+    evictions: EvictionBackoff,
 }
 
 /// What the controller counts of the cluster.
@@ -79,6 +81,7 @@ impl KubeCluster {
             pod_events: BTreeMap::new(),
             dirty: BTreeSet::new(),
             replies: Vec::new(),
+            evictions: EvictionBackoff::default(),
         }
     }
 
@@ -177,6 +180,7 @@ impl KubeCluster {
             return None;
         }
         if let Some(pod) = key.strip_prefix("Pod ") {
+            self.evictions.forget(pod);
             if let Some(n) = self.pods.remove(pod).and_then(|p| p.node_name) {
                 self.unbind(now_ms, pod, &n);
             }
@@ -442,13 +446,8 @@ impl Cluster for KubeCluster {
             });
             return;
         }
-        let pool = self.nodepools.get(&claim.nodepool);
-        let node_class = pool.and_then(|p| p.node_class.clone());
-        let taints = pool.map(|p| p.taints.clone()).unwrap_or_default();
-        if let Err(error) = self
-            .writer
-            .create_nodeclaim_now(&claim, node_class.as_deref(), &taints)
-        {
+        let template = NodeClaimTemplate::of(self.nodepools.get(&claim.nodepool));
+        if let Err(error) = self.writer.create_nodeclaim_now(&claim, template) {
             tracing::warn!(nodeclaim = %claim.name, %error, "creating the NodeClaim failed");
             self.replies.push(ClusterReply::Failed {
                 object: format!("NodeClaim/{}", claim.name),
@@ -549,8 +548,10 @@ impl Cluster for KubeCluster {
         self.writer.delete_node(node);
     }
 
-    fn evict(&mut self, _now_ms: i64, pod: &str) {
-        self.writer.evict(pod);
+    fn evict(&mut self, now_ms: i64, pod: &str) {
+        if self.evictions.due(now_ms, pod) {
+            self.writer.evict(pod);
+        }
     }
 
     fn record_event(&mut self, now_ms: i64, event: ClusterEvent) {

@@ -20,13 +20,7 @@ pub const WATCHED: &[WatchedKind] = &[
     kind("", "v1", "Pod", "pods", true),
     kind("", "v1", "Node", "nodes", false),
     NODEPOOL,
-    kind(
-        "karpenter.k8s.aws",
-        "v1",
-        "EC2NodeClass",
-        "ec2nodeclasses",
-        false,
-    ),
+    EC2NODECLASS,
     kind(
         "karpenter.sh",
         "v1alpha1",
@@ -42,10 +36,42 @@ pub const WATCHED: &[WatchedKind] = &[
         "poddisruptionbudgets",
         true,
     ),
+    // What pods' volume zones and priority are resolved against (`dovetail_ingest::live`).
+    kind(
+        "",
+        "v1",
+        "PersistentVolumeClaim",
+        "persistentvolumeclaims",
+        true,
+    ),
+    kind("", "v1", "PersistentVolume", "persistentvolumes", false),
+    kind(
+        "storage.k8s.io",
+        "v1",
+        "StorageClass",
+        "storageclasses",
+        false,
+    ),
+    kind(
+        "scheduling.k8s.io",
+        "v1",
+        "PriorityClass",
+        "priorityclasses",
+        false,
+    ),
 ];
 
 /// NodePools: watched, and their status written.
 pub const NODEPOOL: WatchedKind = kind("karpenter.sh", "v1", "NodePool", "nodepools", false);
+
+/// EC2NodeClasses: watched, and their status written (with `--cloud aws`).
+pub const EC2NODECLASS: WatchedKind = kind(
+    "karpenter.k8s.aws",
+    "v1",
+    "EC2NodeClass",
+    "ec2nodeclasses",
+    false,
+);
 
 /// NodeClaims: what the controller writes, read back at start (`ingest::read_nodeclaim`) and
 /// watched for deletions.

@@ -6,10 +6,13 @@
 
 pub mod cluster;
 pub mod connect;
+pub mod decision_events;
+pub mod eviction_backoff;
 pub mod kinds;
 pub mod leader;
 pub mod nodeclaim;
 pub mod nodeclaim_deletions;
+pub mod nodeclass_status;
 pub mod provisionable;
 pub mod test_peer;
 pub mod watch;

@@ -12,7 +12,7 @@ use dovetail_dataflow::model::labels::{
     CAPACITY_TYPE, INSTANCE_TYPE, NODEPOOL, UNREGISTERED_TAINT, ZONE,
 };
 use dovetail_dataflow::model::{
-    Effect, Node, Operator, Requirement, Requirements, Resources, Taint,
+    Effect, Node, NodePool, Operator, Requirement, Requirements, Resources, Taint,
 };
 use serde_json::{json, Map, Value};
 
@@ -22,9 +22,35 @@ pub use dovetail_ingest::CREATED_MS_ANNOTATION;
 /// Karpenter's finalizer on NodeClaims and Nodes: removed once the instance is terminated.
 pub const TERMINATION_FINALIZER: &str = "karpenter.sh/termination";
 
-/// The object to create for `claim`, launched with EC2NodeClass `node_class`; `taints` and
-/// `startup_taints` are its NodePool's.
-pub fn nodeclaim_object(claim: &NodeClaim, node_class: Option<&str>, taints: &[Taint]) -> Value {
+/// What a NodeClaim takes from its NodePool's template, as Karpenter copies it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NodeClaimTemplate<'a> {
+    /// The EC2NodeClass it launches with.
+    pub node_class: Option<&'a str>,
+    pub taints: &'a [Taint],
+    pub expire_after: Option<&'a str>,
+    pub termination_grace_period: Option<&'a str>,
+}
+
+impl<'a> NodeClaimTemplate<'a> {
+    /// The template of `pool` (none: a NodePool not known, so nothing to copy).
+    pub fn of(pool: Option<&'a NodePool>) -> NodeClaimTemplate<'a> {
+        match pool {
+            Some(p) => NodeClaimTemplate {
+                node_class: p.node_class.as_deref(),
+                taints: &p.taints,
+                expire_after: p.expire_after.as_deref(),
+                termination_grace_period: p.termination_grace_period.as_deref(),
+            },
+            None => NodeClaimTemplate::default(),
+        }
+    }
+}
+
+/// The object to create for `claim` from its NodePool's `template` (`startup_taints` are the
+/// claim's own). `expireAfter` and `terminationGracePeriod` are copied as Karpenter copies them:
+/// otherwise the CRD's default (720h) would stand in for what the NodePool says.
+pub fn nodeclaim_object(claim: &NodeClaim, template: NodeClaimTemplate<'_>) -> Value {
     let launch = &claim.launch;
     let mut requirements = launch.requirements.clone();
     let mut narrow = |key: &str, values: &[String]| {
@@ -46,14 +72,20 @@ pub fn nodeclaim_object(claim: &NodeClaim, node_class: Option<&str>, taints: &[T
         "requirements".into(),
         Value::from(requirements_json(&requirements)),
     );
-    if let Some(class) = node_class {
+    if let Some(class) = template.node_class {
         spec.insert(
             "nodeClassRef".into(),
             json!({"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": class}),
         );
     }
-    if !taints.is_empty() {
-        spec.insert("taints".into(), Value::from(taints_json(taints)));
+    if !template.taints.is_empty() {
+        spec.insert("taints".into(), Value::from(taints_json(template.taints)));
+    }
+    if let Some(d) = template.expire_after {
+        spec.insert("expireAfter".into(), Value::from(d));
+    }
+    if let Some(d) = template.termination_grace_period {
+        spec.insert("terminationGracePeriod".into(), Value::from(d));
     }
     if !claim.startup_taints.is_empty() {
         spec.insert(
@@ -111,7 +143,7 @@ pub fn nodeclaim_status(
     };
     let condition = |kind: &str, status: bool, since: Option<i64>| {
         json!({"type": kind, "status": if status { "True" } else { "False" },
-            "reason": kind, "lastTransitionTime": at(since)})
+            "reason": kind, "message": "", "lastTransitionTime": at(since)})
     };
     let registered = claim.registered;
     let initialized = registered && times.initialized_ms.is_some();
@@ -191,7 +223,7 @@ pub fn kubelet_node(node: &Node, startup_taints: &[Taint], now_rfc3339: &str) ->
             "capacity": resources_json(&node.capacity),
             "allocatable": resources_json(&node.allocatable),
             "conditions": [{"type": "Ready", "status": "False", "reason": "KubeletNotReady",
-                "lastTransitionTime": now_rfc3339}],
+                "message": "", "lastTransitionTime": now_rfc3339}],
         },
     })
 }
@@ -213,12 +245,21 @@ pub fn nodepool_status(
     } else {
         "NodeClassNotFound"
     };
+    // Karpenter's CRD requires a message on every condition (empty when there is nothing to
+    // say).
+    let message = if class_ready {
+        ""
+    } else {
+        "the NodePool's EC2NodeClass is not found"
+    };
     json!({"status": {
         "resources": totals,
         "nodes": nodes,
         "conditions": [
-            {"type": "NodeClassReady", "status": status, "reason": reason, "lastTransitionTime": now_rfc3339},
-            {"type": "Ready", "status": status, "reason": reason, "lastTransitionTime": now_rfc3339},
+            {"type": "NodeClassReady", "status": status, "reason": reason, "message": message,
+                "lastTransitionTime": now_rfc3339},
+            {"type": "Ready", "status": status, "reason": reason, "message": message,
+                "lastTransitionTime": now_rfc3339},
         ],
     }})
 }
@@ -337,7 +378,17 @@ mod tests {
             value: "ml".into(),
             effect: Effect::NoSchedule,
         }];
-        let mut object = nodeclaim_object(&c, Some("default"), &taints);
+        let pool = NodePool {
+            name: "general".into(),
+            node_class: Some("default".into()),
+            taints: taints.to_vec(),
+            expire_after: Some("Never".into()),
+            termination_grace_period: Some("48h".into()),
+            ..NodePool::default()
+        };
+        let mut object = nodeclaim_object(&c, NodeClaimTemplate::of(Some(&pool)));
+        assert_eq!(object["spec"]["expireAfter"], "Never");
+        assert_eq!(object["spec"]["terminationGracePeriod"], "48h");
         let reqs = object["spec"]["requirements"]
             .as_array()
             .expect("a list")

@@ -5,11 +5,16 @@
 //! Gone) becomes one [`FactUpdate::Replace`] of the whole kind: nothing is lost or duplicated
 //! however the watch broke off. An object that fails validation is skipped (logged and counted);
 //! its last good facts stay, and the watch goes on.
+//!
+//! PersistentVolumeClaims, PersistentVolumes, StorageClasses and PriorityClasses become no facts
+//! of their own: pods are resolved against them (`dovetail_ingest::live`), and a change of one
+//! re-sends only the pods whose volume zones or priority it moved.
 
 use crate::kinds::WatchedKind;
 use crate::provisionable::left_out;
 use crossbeam_channel::{Receiver, Sender};
 use dovetail_dataflow::facts::Fact;
+use dovetail_ingest::live::{Dependency, LivePods};
 use dovetail_ingest::ManifestError;
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject};
@@ -19,7 +24,7 @@ use kube::Client;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 /// A change to the engine's facts, in the order the watches saw it.
 #[derive(Debug, Clone, PartialEq)]
@@ -56,24 +61,39 @@ pub enum ObjectError {
     Manifest(#[from] ManifestError),
 }
 
-/// The facts one object becomes: none for a pod the engine does not see (see
-/// [`crate::provisionable`]) or a finished one.
-pub fn object_facts(kind: &WatchedKind, object: &DynamicObject) -> Result<Vec<Fact>, ObjectError> {
+/// An object as the readers take it: JSON with its apiVersion and kind (list items carry
+/// none; the readers check them).
+fn object_value(kind: &WatchedKind, object: &DynamicObject) -> Result<Value, ObjectError> {
     let mut value = serde_json::to_value(object).map_err(|source| ObjectError::Json {
         kind: kind.kind,
         name: object.metadata.name.clone().unwrap_or_default(),
         source,
     })?;
-    // List items carry no apiVersion / kind; the readers check them.
     if let Value::Object(map) = &mut value {
         map.insert("apiVersion".into(), Value::from(kind.api_version()));
         map.insert("kind".into(), Value::from(kind.kind));
     }
+    Ok(value)
+}
+
+/// The facts one object becomes: none for a pod the engine does not see (see
+/// [`crate::provisionable`]) or a finished one. Pods are read through `live`, which resolves
+/// their volume zones and priority against the claims, volumes and classes watched so far.
+pub fn object_facts(
+    kind: &WatchedKind,
+    object: &DynamicObject,
+    live: &mut LivePods,
+) -> Result<Vec<Fact>, ObjectError> {
+    let value = object_value(kind, object)?;
     if kind.kind == "Pod" {
         if let Some(why) = left_out(&value) {
             tracing::trace!(pod = ?object.metadata.name, why, "pod not seen by the engine");
+            live.forget_pod(&pod_key(object));
             return Ok(Vec::new());
         }
+        let pod = live.set_pod(&value)?;
+        log_notes(live);
+        return Ok(pod.into_iter().map(Fact::Pod).collect());
     }
     let m = dovetail_ingest::load_values("watch", vec![value])?;
     let mut facts = Vec::new();
@@ -94,13 +114,46 @@ fn key_of(kind: &WatchedKind, object: &DynamicObject) -> String {
     )
 }
 
+/// `namespace/name`, as [`LivePods`] keys pods.
+fn pod_key(object: &DynamicObject) -> String {
+    let ns = object
+        .metadata
+        .namespace
+        .as_deref()
+        .filter(|n| !n.is_empty())
+        .unwrap_or("default");
+    format!(
+        "{ns}/{}",
+        object.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// What resolution noticed, to the log (not kept: a live cluster says it again on every
+/// change).
+fn log_notes(live: &mut LivePods) {
+    for note in live.take_notes() {
+        tracing::debug!(%note, "resolution");
+    }
+}
+
+/// The resolver every pod and dependency watch shares. The lock is held while an event's
+/// updates are sent, so that a pod re-resolved by a claim's change and the pod's own change
+/// reach the engine in the order they were made.
+fn lock(live: &Mutex<LivePods>) -> MutexGuard<'_, LivePods> {
+    live.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// Watches one kind until `out` is dropped, sending its facts' changes.
 pub async fn watch_kind(
     client: Client,
     kind: WatchedKind,
     out: Sender<FactUpdate>,
     stats: Arc<WatchStats>,
+    live: Arc<Mutex<LivePods>>,
 ) {
+    if let Some(dependency) = Dependency::of_kind(kind.kind) {
+        return watch_dependency(client, kind, dependency, out, stats, live).await;
+    }
     let api: Api<DynamicObject> = Api::all_with(client, &kind.api_resource());
     let mut stream = watcher(api).default_backoff().boxed();
     // The facts each object last read well into, by fact key: what a skipped object keeps.
@@ -111,6 +164,7 @@ pub async fn watch_kind(
         tracing::warn!(kind = kind.kind, error = %e, "object skipped; its last good facts stay");
     };
     while let Some(event) = stream.next().await {
+        let mut live = lock(&live);
         let update = match event {
             Ok(Event::Init) => {
                 relist = Some(BTreeMap::new());
@@ -118,7 +172,7 @@ pub async fn watch_kind(
             }
             Ok(Event::InitApply(object)) => {
                 let key = key_of(&kind, &object);
-                let facts = match object_facts(&kind, &object) {
+                let facts = match object_facts(&kind, &object, &mut live) {
                     Ok(facts) => Some(facts),
                     Err(e) => {
                         skipped(&e);
@@ -130,8 +184,11 @@ pub async fn watch_kind(
                 }
                 None
             }
-            Ok(Event::InitDone) => relist.take().map(|r| {
+            Ok(Event::InitDone) => relist.take().map(|mut r| {
                 stats.relists.fetch_add(1, Ordering::Relaxed);
+                if kind.kind == "Pod" {
+                    relisted_pods(&mut r, &mut live);
+                }
                 last_good = r;
                 FactUpdate::Replace {
                     kind,
@@ -140,7 +197,7 @@ pub async fn watch_kind(
             }),
             Ok(Event::Apply(object)) => {
                 let key = key_of(&kind, &object);
-                match object_facts(&kind, &object) {
+                match object_facts(&kind, &object, &mut live) {
                     Ok(facts) => {
                         let previous = last_good.insert(key.clone(), facts.clone());
                         if facts.is_empty() {
@@ -167,6 +224,9 @@ pub async fn watch_kind(
             }
             Ok(Event::Delete(object)) => {
                 let key = key_of(&kind, &object);
+                if kind.kind == "Pod" {
+                    live.forget_pod(&pod_key(&object));
+                }
                 last_good.remove(&key);
                 Some(FactUpdate::Remove(key))
             }
@@ -177,6 +237,106 @@ pub async fn watch_kind(
             }
         };
         if let Some(update) = update {
+            if out.send(update).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// A relist of pods: the resolver forgets the pods it did not name, and each relisted pod's
+/// fact is the resolver's latest (a claim may have re-resolved it since it was listed).
+fn relisted_pods(relist: &mut BTreeMap<String, Vec<Fact>>, live: &mut LivePods) {
+    let keys = relist
+        .keys()
+        .filter_map(|k| k.strip_prefix("Pod "))
+        .map(str::to_string)
+        .collect();
+    live.keep_pods(&keys);
+    for (key, facts) in relist.iter_mut() {
+        let current = key.strip_prefix("Pod ").and_then(|k| live.pod(k));
+        if let (Some(pod), false) = (current, facts.is_empty()) {
+            *facts = vec![Fact::Pod(pod.clone())];
+        }
+    }
+}
+
+/// Watches one kind pods depend on (claims, volumes, StorageClasses, PriorityClasses): its
+/// objects become no facts of their own, but each change re-resolves the pods that use it, and
+/// those whose volume zones or priority moved are sent again. A relist is sent as an empty
+/// [`FactUpdate::Replace`] of the kind, after the pods it moved.
+async fn watch_dependency(
+    client: Client,
+    kind: WatchedKind,
+    dependency: Dependency,
+    out: Sender<FactUpdate>,
+    stats: Arc<WatchStats>,
+    live: Arc<Mutex<LivePods>>,
+) {
+    let api: Api<DynamicObject> = Api::all_with(client, &kind.api_resource());
+    let mut stream = watcher(api).default_backoff().boxed();
+    let mut relist: Option<Vec<Value>> = None;
+    let skipped = |e: &dyn std::fmt::Display| {
+        stats.objects_skipped.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(kind = kind.kind, error = %e, "object skipped; its last good version stays");
+    };
+    while let Some(event) = stream.next().await {
+        let mut live = lock(&live);
+        let mut updates: Vec<FactUpdate> = Vec::new();
+        let moved = match event {
+            Ok(Event::Init) => {
+                relist = Some(Vec::new());
+                Vec::new()
+            }
+            Ok(Event::InitApply(object)) => {
+                match (object_value(&kind, &object), relist.as_mut()) {
+                    (Ok(value), Some(r)) => r.push(value),
+                    (Err(e), _) => skipped(&e),
+                    (Ok(_), None) => {}
+                }
+                Vec::new()
+            }
+            Ok(Event::InitDone) => match relist.take() {
+                Some(values) => {
+                    stats.relists.fetch_add(1, Ordering::Relaxed);
+                    let (moved, errors) = live.replace_dependencies(dependency, &values);
+                    errors.iter().for_each(|e| skipped(e));
+                    updates.push(FactUpdate::Replace {
+                        kind,
+                        facts: Vec::new(),
+                    });
+                    moved
+                }
+                None => Vec::new(),
+            },
+            Ok(Event::Apply(object)) => match object_value(&kind, &object)
+                .map_err(|e| e.to_string())
+                .and_then(|v| {
+                    live.set_dependency(dependency, &v)
+                        .map_err(|e| e.to_string())
+                }) {
+                Ok(moved) => moved,
+                Err(e) => {
+                    skipped(&e);
+                    Vec::new()
+                }
+            },
+            Ok(Event::Delete(object)) => live.forget_dependency(
+                dependency,
+                object.metadata.namespace.as_deref(),
+                object.metadata.name.as_deref().unwrap_or_default(),
+            ),
+            Err(e) => {
+                stats.watch_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(kind = kind.kind, error = %e, "watch failed; retrying with backoff");
+                Vec::new()
+            }
+        };
+        log_notes(&mut live);
+        let pods = moved
+            .into_iter()
+            .map(|p| FactUpdate::Set(Box::new(Fact::Pod(p))));
+        for update in pods.chain(updates) {
             if out.send(update).is_err() {
                 return;
             }
@@ -199,12 +359,14 @@ pub fn watch_all(
 ) -> (Receiver<FactUpdate>, Arc<WatchStats>) {
     let (sender, receiver) = crossbeam_channel::unbounded();
     let stats = Arc::new(WatchStats::default());
+    let live = Arc::new(Mutex::new(LivePods::new()));
     for kind in kinds {
         runtime.spawn(watch_kind(
             client.clone(),
             *kind,
             sender.clone(),
             Arc::clone(&stats),
+            Arc::clone(&live),
         ));
     }
     (receiver, stats)

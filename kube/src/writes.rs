@@ -4,10 +4,10 @@
 //! returns at once (the `Cluster` interface's contract); a refusal or failure comes back from
 //! [`ClusterWriter::poll_replies`] naming the object, and nothing is retried silently.
 
-use crate::kinds::NODECLAIM;
+use crate::kinds::{WatchedKind, NODECLAIM};
 use crate::nodeclaim::{
     kubelet_node, nodeclaim_annotations, nodeclaim_object, nodeclaim_status, ConditionTimes,
-    TERMINATION_FINALIZER,
+    NodeClaimTemplate, TERMINATION_FINALIZER,
 };
 use crossbeam_channel::{Receiver, Sender};
 use dovetail_dataflow::backend::{ClusterEvent, ClusterReply, NodeClaim};
@@ -136,9 +136,9 @@ impl ClusterWriter {
 
     /// Creates the NodeClaim of a launch (the durable intent), then writes its status if it has
     /// one already.
-    pub fn create_nodeclaim(&self, claim: &NodeClaim, node_class: Option<&str>, taints: &[Taint]) {
+    pub fn create_nodeclaim(&self, claim: &NodeClaim, template: NodeClaimTemplate<'_>) {
         let api = self.nodeclaims();
-        let object = nodeclaim_object(claim, node_class, taints);
+        let object = nodeclaim_object(claim, template);
         let status = nodeclaim_status(claim, &ConditionTimes::default(), &now_rfc3339());
         let name = claim.name.clone();
         self.submit(format!("NodeClaim/{}", claim.name), async move {
@@ -166,8 +166,7 @@ impl ClusterWriter {
     pub fn create_nodeclaim_now(
         &self,
         claim: &NodeClaim,
-        node_class: Option<&str>,
-        taints: &[Taint],
+        template: NodeClaimTemplate<'_>,
     ) -> Result<(), String> {
         if self.dry_run {
             self.withheld
@@ -177,8 +176,7 @@ impl ClusterWriter {
         }
         let api = self.nodeclaims();
         let object: DynamicObject =
-            serde_json::from_value(nodeclaim_object(claim, node_class, taints))
-                .map_err(|e| e.to_string())?;
+            serde_json::from_value(nodeclaim_object(claim, template)).map_err(|e| e.to_string())?;
         self.runtime
             .block_on(async move { api.create(&PostParams::default(), &object).await })
             .map(|_| ())
@@ -240,14 +238,23 @@ impl ClusterWriter {
 
     /// Writes a NodePool's status (see [`crate::nodeclaim::nodepool_status`]).
     pub fn nodepool_status(&self, name: &str, status: Value) {
-        let api: Api<DynamicObject> =
-            Api::all_with(self.client.clone(), &crate::kinds::NODEPOOL.api_resource());
+        self.status_of(&crate::kinds::NODEPOOL, name, status);
+    }
+
+    /// Writes an EC2NodeClass's status (a merge patch of the status subresource).
+    pub fn nodeclass_status(&self, name: &str, status: Value) {
+        self.status_of(&crate::kinds::EC2NODECLASS, name, status);
+    }
+
+    fn status_of(&self, kind: &WatchedKind, name: &str, status: Value) {
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &kind.api_resource());
+        let what = format!("{}/{name}", kind.kind);
         let name = name.to_string();
-        self.submit(format!("NodePool/{name}"), async move {
+        self.submit(what.clone(), async move {
             write_status(&api, &name, status)
                 .await
                 .err()
-                .map(|e| failed(format!("NodePool/{name}"), e))
+                .map(|e| failed(what, e))
         });
     }
 
@@ -427,7 +434,8 @@ impl ClusterWriter {
             "involvedObject": involved,
             "reason": event.reason,
             "message": event.message,
-            "type": if event.reason.starts_with("Failed") || event.reason.ends_with("Blocked") { "Warning" } else { "Normal" },
+            // As Karpenter's: only failures warn (DisruptionBlocked is Normal).
+            "type": if event.reason.starts_with("Failed") { "Warning" } else { "Normal" },
             "source": {"component": "dovetail"},
             "reportingComponent": "dovetail",
             "firstTimestamp": time,

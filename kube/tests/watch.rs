@@ -221,3 +221,115 @@ fn objects_become_facts_and_a_broken_watch_relists_without_losing_or_duplicating
     });
     let _: &WatchStats = &stats;
 }
+
+/// The zones a pod fact's volumes allow, if the pod is a fact.
+fn volume_zones(facts: &Facts, key: &str) -> Option<Option<Vec<String>>> {
+    match facts.0.get(key) {
+        Some(Fact::Pod(p)) => Some(
+            p.scheduling
+                .volume_zones
+                .as_ref()
+                .map(|z| z.iter().cloned().collect()),
+        ),
+        _ => None,
+    }
+}
+
+/// A pod's volume zones follow its claim and volume as they are created, bound, changed and
+/// deleted on the API server, in whatever order; a pod not using the claim is never sent again.
+#[test]
+fn a_pods_volume_zone_follows_its_claim_and_volume() {
+    let peer = KubePeer::start();
+    let rt = tokio::runtime::Runtime::new().expect("a runtime");
+    let client = rt.block_on(async { peer.client() });
+    let pods = api(&client, "Pod", Some("team"));
+    let claims = api(&client, "PersistentVolumeClaim", Some("team"));
+    let volumes = api(&client, "PersistentVolume", None);
+    let pp = PostParams::default();
+    let mut db = pod("db", true, None);
+    db.data["spec"]["volumes"] =
+        json!([{"name": "data", "persistentVolumeClaim": {"claimName": "data-db"}}]);
+    let volume = |zone: &str| {
+        object(json!({"apiVersion": "v1", "kind": "PersistentVolume",
+            "metadata": {"name": "pv-db"},
+            "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"],
+                "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "topology.ebs.csi.aws.com/zone", "operator": "In", "values": [zone]}]}]}}}}))
+    };
+    rt.block_on(async {
+        pods.create(&pp, &db).await.expect("create pod");
+        pods.create(&pp, &pod("web", true, None))
+            .await
+            .expect("create pod");
+        volumes
+            .create(&pp, &volume("us-east-1b"))
+            .await
+            .expect("create volume");
+    });
+    let (updates, stats) = watch_all(rt.handle(), client.clone(), WATCHED);
+    let mut facts = Facts::default();
+    until(&updates, &mut facts, "the first lists", |f| {
+        f.0.contains_key("Pod team/web")
+            && stats.relists.load(Ordering::Relaxed) >= WATCHED.len() as u64
+    });
+    assert_eq!(
+        volume_zones(&facts, "Pod team/db"),
+        Some(None),
+        "its claim is not there yet"
+    );
+
+    // Counts the updates for pod web from here on: none of the volume changes may touch it.
+    let mut web_sent = 0;
+    let mut take = |facts: &mut Facts, what: &str, done: &dyn Fn(&Facts) -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !done(facts) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(
+                !left.is_zero(),
+                "{what}: db has {:?}",
+                volume_zones(facts, "Pod team/db")
+            );
+            if let Ok(u) = updates.recv_timeout(left) {
+                if matches!(&u, FactUpdate::Set(f) if f.describe() == "Pod team/web") {
+                    web_sent += 1;
+                }
+                facts.apply(u);
+            }
+        }
+    };
+
+    // The claim is created bound to the volume: the pod is pinned to the volume's zone.
+    rt.block_on(claims.create(
+        &pp,
+        &object(json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "data-db", "namespace": "team"},
+            "spec": {"storageClassName": "gp3", "volumeName": "pv-db", "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "10Gi"}}}})),
+    ))
+    .expect("create claim");
+    let zone_is = |zone: &'static str| {
+        move |f: &Facts| volume_zones(f, "Pod team/db") == Some(Some(vec![zone.to_string()]))
+    };
+    take(&mut facts, "the bound claim", &zone_is("us-east-1b"));
+
+    // The volume is replaced in another zone (a restore from a snapshot): the pod follows.
+    rt.block_on(async {
+        volumes
+            .delete("pv-db", &DeleteParams::default())
+            .await
+            .expect("delete volume");
+        volumes
+            .create(&pp, &volume("us-east-1c"))
+            .await
+            .expect("create volume");
+    });
+    take(&mut facts, "the moved volume", &zone_is("us-east-1c"));
+
+    // The claim is deleted: the pod is unconstrained again (its zone is not known).
+    rt.block_on(claims.delete("data-db", &DeleteParams::default()))
+        .expect("delete claim");
+    take(&mut facts, "the deleted claim", &|f: &Facts| {
+        volume_zones(f, "Pod team/db") == Some(None)
+    });
+    assert_eq!(web_sent, 0, "pod web uses no claim: never sent again");
+}

@@ -7,7 +7,7 @@ use dovetail_dataflow::backend::{ClusterReply, NodeClaim};
 use dovetail_dataflow::decisions::Launch;
 use dovetail_dataflow::model::{Effect, Node, Price, Requirements, Resources, Taint};
 use dovetail_kube::kinds::NODECLAIM;
-use dovetail_kube::nodeclaim::TERMINATION_FINALIZER;
+use dovetail_kube::nodeclaim::{NodeClaimTemplate, TERMINATION_FINALIZER};
 use dovetail_kube::test_peer::KubePeer;
 use dovetail_kube::ClusterWriter;
 use kube::api::{Api, DynamicObject, PostParams};
@@ -58,7 +58,13 @@ fn nodeclaims_nodes_and_evictions_are_written_as_karpenter_writes_them() {
 
     // Created with its spec and finalizer, then its status once the instance exists.
     let mut c = claim();
-    writer.create_nodeclaim(&c, Some("default"), &[]);
+    writer.create_nodeclaim(
+        &c,
+        NodeClaimTemplate {
+            node_class: Some("default"),
+            ..NodeClaimTemplate::default()
+        },
+    );
     let created = eventually("the NodeClaim", || {
         rt.block_on(claims.get_opt("general-x7k2p")).ok().flatten()
     });

@@ -1,5 +1,7 @@
 //! `dovetail run --cluster kube`: the controller on a live cluster. The watches of Pods, Nodes,
-//! NodePools, EC2NodeClasses, NodeOverlays, DaemonSets and PodDisruptionBudgets feed the engine;
+//! NodePools, EC2NodeClasses, NodeOverlays, DaemonSets and PodDisruptionBudgets feed the engine
+//! (pods resolved against PersistentVolumeClaims, PersistentVolumes, StorageClasses and
+//! PriorityClasses); decisions as they change become Events (`DecisionEvents`);
 //! the NodeClaims on the API server are read back first, so a restart finishes a launch instead
 //! of launching again; decisions are acted on through the cluster (`KubeCluster`) and the cloud.
 //!
@@ -15,10 +17,11 @@ use crate::replay::world::region_types;
 use anyhow::{Context, Result};
 use dovetail_actuate::driver::{Clock, WallClock};
 use dovetail_actuate::{ActuationSettings, ControlLoop, POLL_INTERVAL_MS};
-use dovetail_dataflow::backend::CloudEventKind;
+use dovetail_dataflow::backend::{CloudEventKind, Cluster};
 use dovetail_dataflow::catalog::{embedded, RegionCatalog};
 use dovetail_dataflow::facts::{Fact, Interruption, InterruptionKind};
-use dovetail_dataflow::model::Resources;
+use dovetail_dataflow::model::{NodeClassStatus, Resources};
+use dovetail_kube::decision_events::DecisionEvents;
 use dovetail_kube::leader::{Election, Role};
 use dovetail_kube::{ClusterWriter, FactUpdate, KubeCluster, WatchStats, WATCHED};
 use dovetail_sim::{SimCloud, SimConfig};
@@ -53,6 +56,9 @@ pub struct KubeStats {
     /// `--dry-run`: writes to the API server and cloud calls logged, not made.
     pub writes_withheld: u64,
     pub cloud_calls_withheld: u64,
+    /// Events written from decisions, and dropped for the per-turn limit.
+    pub events_recorded: u64,
+    pub events_dropped: u64,
 }
 
 /// Runs the controller against the cluster and the simulated cloud until `--for` has passed.
@@ -165,6 +171,8 @@ fn drive<C: LiveCloud>(
     let mut last_render: Option<Instant> = None;
     let mut last_status: Option<Instant> = None;
     let mut written_status: BTreeMap<String, (Resources, usize, bool)> = BTreeMap::new();
+    let mut events = DecisionEvents::default();
+    let mut written_classes: BTreeMap<String, NodeClassStatus> = BTreeMap::new();
     loop {
         let now = clock.now_ms();
         control.set_clock(now);
@@ -263,10 +271,18 @@ fn drive<C: LiveCloud>(
         control.expire_capacity_errors(now);
         let diffs = control.advance(now)?;
         control.act(now, &diffs, &mut cloud, &mut cluster);
+        for e in events.from_diffs(now, &diffs, |n| cluster.node(n).is_some()) {
+            cluster.record_event(now, e);
+        }
+        stats.events_recorded = events.recorded;
+        stats.events_dropped = events.dropped;
         send_node_facts(&mut cluster, &mut control);
         if last_status.is_none_or(|t: Instant| t.elapsed() >= STATUS_INTERVAL) {
             last_status = Some(Instant::now());
             write_nodepool_status(now, &cluster, &control, &mut written_status);
+            if cloud.resolves_nodeclasses() {
+                write_nodeclass_status(now, &cluster, &control, &mut written_classes);
+            }
         }
         if now.saturating_sub(last_gc) >= args.gc_interval_ms {
             last_gc = now;
@@ -354,6 +370,29 @@ fn write_nodepool_status(
         let status = dovetail_kube::nodeclaim::nodepool_status(&now.0, now.1, now.2, &stamp);
         cluster.writer().nodepool_status(&pool, status);
         written.insert(pool, now);
+    }
+}
+
+/// Writes the status of every EC2NodeClass whose resolved subnets, security groups or AMIs
+/// changed since it was last written (a refresh found new ones, or it was just read).
+fn write_nodeclass_status(
+    now_ms: i64,
+    cluster: &KubeCluster,
+    control: &ControlLoop,
+    written: &mut BTreeMap<String, NodeClassStatus>,
+) {
+    let classes = control.actuator().nodeclasses();
+    written.retain(|name, _| classes.contains_key(name));
+    for (name, class) in classes {
+        if written.get(name) == Some(&class.status) {
+            continue;
+        }
+        let stamp = dovetail_ingest::format_rfc3339_ms(now_ms);
+        cluster.writer().nodeclass_status(
+            name,
+            dovetail_kube::nodeclass_status::nodeclass_status(class, &stamp),
+        );
+        written.insert(name.clone(), class.status.clone());
     }
 }
 

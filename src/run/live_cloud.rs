@@ -27,6 +27,11 @@ pub(crate) trait LiveCloud: Cloud {
     fn plays_kubelet(&self) -> bool {
         false
     }
+    /// [`LiveCloud::resolve`] resolves selector terms against the cloud, so the EC2NodeClass's
+    /// status is this controller's to write (the simulated cloud resolves nothing).
+    fn resolves_nodeclasses(&self) -> bool {
+        false
+    }
     /// A watched EC2NodeClass as launches need it.
     fn resolve(&mut self, class: EC2NodeClass) -> EC2NodeClass {
         class
@@ -75,6 +80,9 @@ impl<C> DryRun<C> {
 impl<C: LiveCloud> LiveCloud for DryRun<C> {
     fn plays_kubelet(&self) -> bool {
         self.0.plays_kubelet()
+    }
+    fn resolves_nodeclasses(&self) -> bool {
+        self.0.resolves_nodeclasses()
     }
     fn resolve(&mut self, class: EC2NodeClass) -> EC2NodeClass {
         self.0.resolve(class)
@@ -205,6 +213,10 @@ impl AwsLive {
 }
 
 impl LiveCloud for AwsLive {
+    fn resolves_nodeclasses(&self) -> bool {
+        true
+    }
+
     fn resolve(&mut self, class: EC2NodeClass) -> EC2NodeClass {
         match self.resolved(&class) {
             Ok(fresh) => {

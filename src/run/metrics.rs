@@ -156,6 +156,21 @@ pub(crate) fn render(s: &Snapshot) -> String {
             "Cloud calls not made (--dry-run).",
             s.kube.cloud_calls_withheld,
         ),
+        (
+            "dovetail_events_recorded_total",
+            "Kubernetes Events written from decisions (Nominated, FailedScheduling, DisruptionBlocked, Unconsolidatable).",
+            s.kube.events_recorded,
+        ),
+        (
+            "dovetail_events_dropped_total",
+            "Events not written for the per-turn limit.",
+            s.kube.events_dropped,
+        ),
+        (
+            "dovetail_drains_forced_total",
+            "Drains ended by the NodePool's terminationGracePeriod with pods left.",
+            stats.drains_forced,
+        ),
     ];
     for (name, help, v) in counters {
         family(&mut out, name, "counter", help);

@@ -5,12 +5,40 @@
 #![allow(dead_code)]
 
 use dovetail_kube::test_peer::KubePeer;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::discovery::ApiResource;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::process::Command;
+
+/// The objects validate against `deploy/crds/` (`deploy/check_crds.py --objects`), and every
+/// status condition has what Karpenter's condition type requires (type, status, reason,
+/// message, lastTransitionTime).
+pub fn assert_valid_against_the_crds(file: &std::path::Path, objects: &[Value]) {
+    for o in objects {
+        for c in o["status"]["conditions"].as_array().into_iter().flatten() {
+            for field in ["type", "status", "reason", "message", "lastTransitionTime"] {
+                assert!(c[field].is_string(), "condition without {field}: {c}");
+            }
+        }
+    }
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": objects});
+    std::fs::write(file, list.to_string()).expect("write the objects");
+    let python = std::env::var("DOVETAIL_PYTHON").unwrap_or_else(|_| "python3".to_string());
+    let out = Command::new(python)
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/check_crds.py"))
+        .arg("--objects")
+        .arg(file)
+        .output()
+        .expect("run deploy/check_crds.py");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains(&format!("OK: {} objects", objects.len())),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
 
 /// The flags that turn the controller's metrics and probe servers off (tests run several at once).
 pub const NO_HTTP: [&str; 4] = ["--metrics-port", "0", "--health-probe-port", "0"];
@@ -93,6 +121,7 @@ pub struct LiveCluster {
     pub claims: Api<DynamicObject>,
     pub nodes: Api<Node>,
     pub pods: Api<Pod>,
+    pub events: Api<Event>,
 }
 
 impl LiveCluster {
@@ -130,6 +159,7 @@ impl LiveCluster {
                 &resource("karpenter.sh", "NodeClaim", "nodeclaims"),
             ),
             nodes: Api::all(client.clone()),
+            events: Api::all(client.clone()),
             pods: Api::namespaced(client, "team"),
             peer,
             dir,
@@ -231,6 +261,11 @@ impl LiveCluster {
     /// Creates pod `team/NAME` (1 CPU, 1 GiB) and marks it as kube-scheduler does when no node
     /// fits it: `PodScheduled=False, reason Unschedulable`.
     pub fn create_unschedulable_pod(&self, name: &str) {
+        self.create_unschedulable_pod_requesting(name, "1");
+    }
+
+    /// The same, requesting `cpu`.
+    pub fn create_unschedulable_pod_requesting(&self, name: &str, cpu: &str) {
         self.rt
             .block_on(
                 self.pods.create(
@@ -239,7 +274,7 @@ impl LiveCluster {
                         "apiVersion": "v1", "kind": "Pod",
                         "metadata": {"name": name, "namespace": "team"},
                         "spec": {"containers": [{"name": "app", "image": "app",
-                            "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]},
+                            "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]},
                     }))
                     .expect("a Pod"),
                 ),
@@ -253,6 +288,27 @@ impl LiveCluster {
                     {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}})),
             ))
             .expect("mark the pod unschedulable");
+    }
+
+    /// The first Event about `object` (`Pod/team/web-1`, `Node/NAME`) with `reason`: its
+    /// message and type.
+    pub fn event(&self, object: &str, reason: &str) -> (String, String) {
+        let mut parts = object.split('/');
+        let kind = parts.next().unwrap_or_default().to_string();
+        let name = parts.next_back().unwrap_or_default().to_string();
+        eventually(&format!("a {reason} Event about {object}"), || {
+            let list = self
+                .rt
+                .block_on(self.events.list(&Default::default()))
+                .ok()?;
+            list.items.into_iter().find_map(|e| {
+                let about = &e.involved_object;
+                (about.kind.as_deref() == Some(kind.as_str())
+                    && about.name.as_deref() == Some(name.as_str())
+                    && e.reason.as_deref() == Some(reason))
+                .then(|| (e.message.unwrap_or_default(), e.type_.unwrap_or_default()))
+            })
+        })
     }
 
     /// The first NodeClaim to appear.

@@ -230,7 +230,7 @@ impl Actuator {
                 .cloned()
                 .collect();
             for n in to_drain {
-                if cluster.node(&n).is_some() && drain(now, &n, cluster) {
+                if cluster.node(&n).is_some() && self.drain(now, &n, cluster) {
                     self.terminate_node(now, &n, cloud, cluster);
                     *self
                         .stats
@@ -328,7 +328,7 @@ impl Actuator {
         if !tainted {
             cluster.taint_node(now, &node, disrupted_taint());
         }
-        if drain(now, &node, cluster) {
+        if self.drain(now, &node, cluster) {
             self.terminate_node(now, &node, cloud, cluster);
             return true;
         }
@@ -360,20 +360,4 @@ impl Actuator {
             self.terminate_node(now, &node, cloud, cluster);
         }
     }
-}
-
-/// Cordons the node and evicts its pods (by key; DaemonSet pods stay) through the Eviction
-/// API, which the PodDisruptionBudgets may refuse; true when no pod but DaemonSet pods is left.
-fn drain(now: i64, node: &str, cluster: &mut impl Cluster) -> bool {
-    cluster.cordon(now, node);
-    let pods: Vec<String> = cluster
-        .pods_on(node)
-        .iter()
-        .filter(|p| !p.is_daemon)
-        .map(|p| p.key())
-        .collect();
-    for pod in pods {
-        cluster.evict(now, &pod);
-    }
-    cluster.pods_on(node).iter().all(|p| p.is_daemon)
 }

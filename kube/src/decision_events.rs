@@ -1,0 +1,249 @@
+//! The Kubernetes Events users look for, from the engine's decisions as they change:
+//! - `Nominated` on a pod the engine places (Karpenter: "Pod should schedule on: nodeclaim/X");
+//! - `FailedScheduling` (Warning) on a pod it cannot place, with the engine's reason;
+//! - `DisruptionBlocked` on a candidate Node and its NodeClaim, with the blocker (a pod's
+//!   do-not-disrupt annotation, a PodDisruptionBudget, a NodePool's budget, no replacement);
+//! - `Unconsolidatable` on one whose NodePool rules consolidation out (`consolidateAfter:
+//!   Never`, `consolidationPolicy: WhenEmpty` for a node that is not empty).
+//!
+//! Only added decisions make events, so an unchanged decision says nothing again. The same
+//! event (object, reason, message) is not repeated within [`DEDUPE_MS`], as Karpenter's
+//! recorder dedupes, and at most [`MAX_PER_TURN`] are written per loop turn: a re-plan that
+//! moves thousands of bindings must not flood the API server (the rest are counted, not sent).
+
+use dovetail_dataflow::backend::ClusterEvent;
+use dovetail_dataflow::decisions::{Decision, DisruptionReason};
+use std::collections::HashMap;
+
+/// How long an event is not repeated.
+pub const DEDUPE_MS: i64 = 120_000;
+
+/// The most events written per loop turn.
+pub const MAX_PER_TURN: usize = 100;
+
+/// A blocker that is the loop waiting its turn, not a reason to tell anyone.
+const WAITING: &str = "waiting:";
+
+/// See the module documentation.
+#[derive(Debug, Default)]
+pub struct DecisionEvents {
+    /// When each (object, reason, message) was last written.
+    written: HashMap<(String, String, String), i64>,
+    last_prune_ms: i64,
+    /// Events written, and dropped for the per-turn limit.
+    pub recorded: u64,
+    pub dropped: u64,
+}
+
+impl DecisionEvents {
+    /// The events the decisions `diffs` make at `now_ms`; `is_node` tells a binding's target
+    /// that is an existing Node from one that is a launch.
+    pub fn from_diffs(
+        &mut self,
+        now_ms: i64,
+        diffs: &[(Decision, isize)],
+        is_node: impl Fn(&str) -> bool,
+    ) -> Vec<ClusterEvent> {
+        if now_ms.saturating_sub(self.last_prune_ms) >= DEDUPE_MS {
+            self.last_prune_ms = now_ms;
+            self.written
+                .retain(|_, at| now_ms.saturating_sub(*at) < DEDUPE_MS);
+        }
+        let mut out = Vec::new();
+        for (decision, diff) in diffs {
+            if *diff <= 0 {
+                continue;
+            }
+            for event in events_of(decision, &is_node) {
+                let key = (
+                    event.object.clone(),
+                    event.reason.clone(),
+                    event.message.clone(),
+                );
+                if self
+                    .written
+                    .get(&key)
+                    .is_some_and(|at| now_ms.saturating_sub(*at) < DEDUPE_MS)
+                {
+                    continue;
+                }
+                if out.len() >= MAX_PER_TURN {
+                    self.dropped += 1;
+                    continue;
+                }
+                self.written.insert(key, now_ms);
+                out.push(event);
+            }
+        }
+        self.recorded += out.len() as u64;
+        out
+    }
+}
+
+fn event(object: String, reason: &str, message: String) -> ClusterEvent {
+    ClusterEvent {
+        object,
+        reason: reason.to_string(),
+        message,
+    }
+}
+
+/// The events one added decision makes, in Karpenter's words.
+fn events_of(decision: &Decision, is_node: &impl Fn(&str) -> bool) -> Vec<ClusterEvent> {
+    match decision {
+        Decision::Binding { pod, target } => {
+            let on = if is_node(target) {
+                format!("node/{target}")
+            } else {
+                format!("nodeclaim/{target}")
+            };
+            vec![event(
+                format!("Pod/{pod}"),
+                "Nominated",
+                format!("Pod should schedule on: {on}"),
+            )]
+        }
+        Decision::Unschedulable { pod, reason } => vec![event(
+            format!("Pod/{pod}"),
+            "FailedScheduling",
+            format!("Failed to schedule pod, {reason}"),
+        )],
+        Decision::Disruption(d) => {
+            let Some(why) = d.blocked_by.as_deref() else {
+                return Vec::new();
+            };
+            if why.starts_with(WAITING) {
+                return Vec::new();
+            }
+            let consolidation = matches!(
+                d.reason,
+                DisruptionReason::Empty | DisruptionReason::Underutilized
+            );
+            let (reason, message) = if consolidation && why.starts_with("consolidat") {
+                (
+                    "Unconsolidatable",
+                    format!("NodePool {} rules it out: {why}", d.nodepool),
+                )
+            } else {
+                (
+                    "DisruptionBlocked",
+                    format!("Cannot disrupt Node ({}): {why}", d.reason.as_str()),
+                )
+            };
+            let mut out = vec![event(format!("Node/{}", d.node), reason, message.clone())];
+            if let Some(claim) = &d.nodeclaim {
+                out.push(event(format!("NodeClaim/{claim}"), reason, message));
+            }
+            out
+        }
+        _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dovetail_dataflow::decisions::Disruption;
+    use dovetail_dataflow::model::Price;
+
+    fn blocked(node: &str, reason: DisruptionReason, why: &str) -> Decision {
+        Decision::Disruption(Disruption {
+            node: node.into(),
+            nodeclaim: Some(format!("{node}-claim")),
+            nodepool: "general".into(),
+            reason,
+            command: None,
+            replacements: Vec::new(),
+            savings_per_hour: Price(0),
+            blocked_by: Some(why.into()),
+        })
+    }
+
+    fn bind(pod: &str, target: &str) -> Decision {
+        Decision::Binding {
+            pod: pod.into(),
+            target: target.into(),
+        }
+    }
+
+    #[test]
+    fn decisions_become_karpenters_events() {
+        let mut e = DecisionEvents::default();
+        let diffs = vec![
+            (bind("team/web", "general-abc12"), 1),
+            (bind("team/db", "ip-10-0-0-1"), 1),
+            (bind("team/gone", "general-abc12"), -1),
+            (
+                Decision::Unschedulable {
+                    pod: "team/huge".into(),
+                    reason: "no instance type has enough cpu".into(),
+                },
+                1,
+            ),
+            (
+                blocked(
+                    "ip-10-0-0-1",
+                    DisruptionReason::Drifted,
+                    "PodDisruptionBudget team/db allows no disruption of pod team/db",
+                ),
+                1,
+            ),
+            (
+                blocked(
+                    "ip-10-0-0-2",
+                    DisruptionReason::Underutilized,
+                    "consolidateAfter: Never",
+                ),
+                1,
+            ),
+            (
+                blocked(
+                    "ip-10-0-0-3",
+                    DisruptionReason::Underutilized,
+                    "waiting: one consolidation command at a time, as Karpenter",
+                ),
+                1,
+            ),
+        ];
+        let events = e.from_diffs(0, &diffs, |n| n.starts_with("ip-"));
+        let seen: Vec<(&str, &str, &str)> = events
+            .iter()
+            .map(|e| (e.object.as_str(), e.reason.as_str(), e.message.as_str()))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("Pod/team/web", "Nominated", "Pod should schedule on: nodeclaim/general-abc12"),
+                ("Pod/team/db", "Nominated", "Pod should schedule on: node/ip-10-0-0-1"),
+                ("Pod/team/huge", "FailedScheduling", "Failed to schedule pod, no instance type has enough cpu"),
+                ("Node/ip-10-0-0-1", "DisruptionBlocked", "Cannot disrupt Node (Drifted): PodDisruptionBudget team/db allows no disruption of pod team/db"),
+                ("NodeClaim/ip-10-0-0-1-claim", "DisruptionBlocked", "Cannot disrupt Node (Drifted): PodDisruptionBudget team/db allows no disruption of pod team/db"),
+                ("Node/ip-10-0-0-2", "Unconsolidatable", "NodePool general rules it out: consolidateAfter: Never"),
+                ("NodeClaim/ip-10-0-0-2-claim", "Unconsolidatable", "NodePool general rules it out: consolidateAfter: Never"),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_same_event_waits_two_minutes_and_a_turn_writes_at_most_a_hundred() {
+        let mut e = DecisionEvents::default();
+        let once = vec![(bind("team/web", "general-abc12"), 1)];
+        assert_eq!(e.from_diffs(0, &once, |_| false).len(), 1);
+        // Retracted and added again (a re-plan): not repeated within the dedupe time.
+        assert!(e.from_diffs(60_000, &once, |_| false).is_empty());
+        assert_eq!(e.from_diffs(DEDUPE_MS, &once, |_| false).len(), 1);
+        // Another target is another message: said at once.
+        let moved = vec![(bind("team/web", "general-def34"), 1)];
+        assert_eq!(e.from_diffs(DEDUPE_MS + 1, &moved, |_| false).len(), 1);
+
+        let many: Vec<(Decision, isize)> = (0..250)
+            .map(|i| (bind(&format!("team/p{i}"), "general-abc12"), 1))
+            .collect();
+        let t = 10 * DEDUPE_MS;
+        assert_eq!(e.from_diffs(t, &many, |_| false).len(), MAX_PER_TURN);
+        assert_eq!(e.dropped, 150);
+        // The dropped ones were never written: the next turn may say them.
+        assert_eq!(e.from_diffs(t + 1, &many, |_| false).len(), MAX_PER_TURN);
+        assert_eq!(e.recorded, 3 + 2 * MAX_PER_TURN as u64);
+    }
+}
