@@ -75,7 +75,7 @@ fn a_run_launches_real_instances_for_pending_pods_and_collects_a_leaked_one() {
         .arg(manifests)
         .args([
             "--for",
-            "12s",
+            "20s",
             "--tick",
             "200ms",
             "--describe-interval",

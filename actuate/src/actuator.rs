@@ -62,6 +62,8 @@ pub struct ActuationStats {
     pub garbage_nodeclaims: u64,
     /// Drains ended by their NodePool's `terminationGracePeriod` with pods still on the node.
     pub drains_forced: u64,
+    /// CreateFleet calls sent again after the launch timeout (same client token).
+    pub launches_retried: u64,
 }
 
 /// Why a launch was submitted, for routing its answer.
@@ -83,6 +85,8 @@ pub struct Actuator {
     pub(crate) fact_changes: Vec<(String, Option<Fact>)>,
     /// Launches submitted and not answered, by NodeClaim name.
     pub(crate) in_flight_calls: BTreeMap<String, Purpose>,
+    /// When each in-flight CreateFleet was (last) sent, for the launch timeout.
+    pub(crate) call_sent: BTreeMap<String, i64>,
     /// Answers to replacement launches, by NodeClaim name: launched or not.
     pub(crate) replacement_results: BTreeMap<String, bool>,
     pub(crate) disruption: Disruptions,
@@ -101,6 +105,7 @@ impl Actuator {
             unavailable: UnavailableOfferings::default(),
             fact_changes: Vec::new(),
             in_flight_calls: BTreeMap::new(),
+            call_sent: BTreeMap::new(),
             replacement_results: BTreeMap::new(),
             disruption: Disruptions::default(),
             drains: Drains::default(),
@@ -241,7 +246,19 @@ impl Actuator {
         for reply in cloud.poll_replies(now_ms) {
             match reply {
                 CloudReply::Launched { nodeclaim, result } => {
+                    self.call_sent.remove(&nodeclaim);
                     let purpose = self.in_flight_calls.remove(&nodeclaim);
+                    if purpose.is_none()
+                        && self.duplicate_answer(
+                            now_ms,
+                            &nodeclaim,
+                            result.as_ref().ok().map(|i| &**i),
+                            cloud,
+                            cluster,
+                        )
+                    {
+                        continue;
+                    }
                     let launched = self.on_launched(now_ms, &nodeclaim, result, cluster);
                     if purpose == Some(Purpose::Replacement) {
                         self.replacement_results.insert(nodeclaim, launched);

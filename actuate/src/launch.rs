@@ -85,6 +85,7 @@ impl Actuator {
                         Some(request) => {
                             self.in_flight_calls
                                 .insert(claim.name.clone(), Purpose::Provisioning);
+                            self.call_sent.insert(claim.name.clone(), now_ms);
                             cloud.create_fleet(now_ms, request);
                         }
                         None => cluster.delete_nodeclaim(now_ms, &claim.name),
@@ -140,6 +141,7 @@ impl Actuator {
             return Err(LaunchError::Failed(format!("NodeClaim {name} not created")));
         }
         self.in_flight_calls.insert(name.clone(), purpose);
+        self.call_sent.insert(name.clone(), now_ms);
         cloud.create_fleet(now_ms, request);
         Ok(name)
     }
@@ -147,7 +149,7 @@ impl Actuator {
     /// CreateFleet for the NodeClaim `launch.name`: the overrides Karpenter would send, minus
     /// the offerings in the capacity-error cache, under the NodeClaim's identity as client token;
     /// `None` when no offering is left.
-    fn fleet_request(&self, launch: &Launch, created_ms: i64) -> Option<FleetRequest> {
+    pub(crate) fn fleet_request(&self, launch: &Launch, created_ms: i64) -> Option<FleetRequest> {
         let unavailable = |k: &OfferingKey| self.unavailable.contains(k);
         let pool = self.nodepools.get(&launch.nodepool);
         let reservations = pool

@@ -14,6 +14,7 @@ pub mod driver;
 pub mod garbage_collection;
 mod instance_types;
 mod launch;
+mod launch_timeout;
 pub mod naming;
 pub mod overrides;
 pub mod registration;

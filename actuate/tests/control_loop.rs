@@ -25,6 +25,8 @@ enum Script {
     NeverSent,
     /// The call was carried out but its answer never reached the caller.
     AnswerLost,
+    /// The first call is carried out and hangs (no answer, ever); later ones answer at once.
+    HangFirst,
 }
 
 /// EC2 as a script: offerings in `ice` have no capacity; every request is recorded.
@@ -97,6 +99,11 @@ impl Cloud for ScriptedCloud {
                 let _ = self.launch(now_ms, &request);
                 return;
             }
+            Script::HangFirst if self.requests.len() == 1 => {
+                let _ = self.launch(now_ms, &request);
+                return;
+            }
+            Script::HangFirst => 0,
             Script::Answer { delay } => delay,
         };
         let result = self.launch(now_ms, &request).map(Box::new);
@@ -340,6 +347,94 @@ fn a_cloud_answering_three_epochs_late_does_not_stall_the_loop_or_launch_twice()
         Cluster::nodeclaims(&h.cluster).len(),
         "one CreateFleet per NodeClaim"
     );
+}
+
+#[test]
+fn a_hung_createfleet_is_asked_again_under_its_token_and_launches_once() {
+    let mut h = Harness::new(ScriptedCloud::new(Script::HangFirst), SimCluster::new(), 0);
+    h.add_pod("a");
+    h.epoch();
+    let sent = h.now;
+    let claim = h.cloud.requests[0].nodeclaim.clone();
+    h.settle(3);
+    assert!(h
+        .cluster
+        .nodeclaim(&claim)
+        .is_some_and(|c| c.status.is_none()));
+    // Not yet past the timeout: nothing is asked again.
+    let asked = h.control.actuator_mut().retry_hung_launches(
+        h.now,
+        h.now - sent + 1,
+        &mut h.cloud,
+        &mut h.cluster,
+    );
+    assert!(asked.is_empty());
+    // Past it: the same request again, under the same token.
+    let asked = h.control.actuator_mut().retry_hung_launches(
+        h.now,
+        h.now - sent,
+        &mut h.cloud,
+        &mut h.cluster,
+    );
+    assert_eq!(asked, std::slice::from_ref(&claim));
+    h.settle(5);
+    assert_eq!(h.cloud.requests.len(), 2);
+    assert_eq!(
+        h.cloud.requests[0].client_token,
+        h.cloud.requests[1].client_token
+    );
+    assert_eq!(
+        alive(&h.cloud),
+        1,
+        "the first call's instance, returned again"
+    );
+    let c = h.cluster.nodeclaim(&claim).expect("the NodeClaim stays");
+    assert_eq!(
+        c.instance_id(),
+        h.cloud.instances.keys().next().map(String::as_str)
+    );
+    assert_eq!(h.control.actuator().stats().launches_retried, 1);
+    assert_eq!(h.control.actuator().stats().nodes_launched, 1);
+    assert_eq!(h.launches(), 0, "the pod is on the NodeClaim");
+}
+
+#[test]
+fn a_late_answer_after_asking_again_is_a_duplicate_and_changes_nothing() {
+    let mut h = Harness::new(
+        ScriptedCloud::new(Script::Answer { delay: 3 }),
+        SimCluster::new(),
+        0,
+    );
+    h.add_pod("a");
+    h.epoch();
+    let claim = h.cloud.requests[0].nodeclaim.clone();
+    h.epoch();
+    // Asked again while the first answer is on its way: both answers arrive, in turn.
+    let asked =
+        h.control
+            .actuator_mut()
+            .retry_hung_launches(h.now, 1_000, &mut h.cloud, &mut h.cluster);
+    assert_eq!(asked.len(), 1);
+    h.settle(8);
+    assert_eq!(h.cloud.requests.len(), 2);
+    assert_eq!(alive(&h.cloud), 1);
+    assert_eq!(
+        h.control.actuator().stats().nodes_launched,
+        1,
+        "one answer recorded"
+    );
+    assert!(h
+        .cluster
+        .nodeclaim(&claim)
+        .is_some_and(|c| c.instance_id().is_some()));
+    // Nothing is in flight any more: nothing to ask again, however long it waits.
+    let asked = h.control.actuator_mut().retry_hung_launches(
+        h.now + 3_600_000,
+        1_000,
+        &mut h.cloud,
+        &mut h.cluster,
+    );
+    assert!(asked.is_empty());
 }
 
 /// Runs a loop until its first CreateFleet under `script`, stops it, and starts a new loop on

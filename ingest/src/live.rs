@@ -152,12 +152,13 @@ impl LivePods {
     }
 
     /// A relist of one dependency kind: these are all its objects. Returns the pods whose
-    /// resolution moved, and the objects that failed to read (each keeps its last good version).
+    /// resolution moved, and the objects that failed to read, by their index in `values` (each
+    /// keeps its last good version).
     pub fn replace_dependencies(
         &mut self,
         kind: Dependency,
         values: &[Value],
-    ) -> (Vec<Pod>, Vec<ManifestError>) {
+    ) -> (Vec<Pod>, Vec<(usize, ManifestError)>) {
         let listed: BTreeSet<ClaimKey> = values.iter().filter_map(object_key).collect();
         let known: Vec<ClaimKey> = match kind {
             Dependency::PersistentVolumeClaim => self.volumes.pvc_keys().cloned().collect(),
@@ -170,10 +171,10 @@ impl LivePods {
             touched.extend(self.forget(kind, &ns, &name));
         }
         let mut errors = Vec::new();
-        for value in values {
+        for (i, value) in values.iter().enumerate() {
             match self.apply(kind, value) {
                 Ok(t) => touched.extend(t),
-                Err(e) => errors.push(e),
+                Err(e) => errors.push((i, e)),
             }
         }
         (self.re_resolve(touched), errors)
@@ -409,7 +410,8 @@ mod tests {
         let (moved, errors) =
             live.replace_dependencies(Dependency::PersistentVolumeClaim, &[broken]);
         assert_eq!(errors.len(), 1);
-        let message = errors[0].to_string();
+        assert_eq!(errors[0].0, 0);
+        let message = errors[0].1.to_string();
         assert!(
             message.contains("db/data-a") && message.contains("volumeName"),
             "{message}"

@@ -100,6 +100,7 @@ impl KubeCluster {
                 launched_ms: claim.status.as_ref().and(since),
                 registered_ms: since.filter(|_| claim.registered),
                 initialized_ms: since.filter(|_| claim.registered),
+                drifted_ms: None,
             },
         );
         self.index(&claim);
@@ -225,6 +226,20 @@ impl KubeCluster {
             }
             self.dirty.insert(node.to_string());
         }
+    }
+
+    /// Marks the NodeClaim `claim` drifted or not (as [`crate::drifted::DriftedClaims`] says);
+    /// its status is written when that changes.
+    pub fn set_drifted(&mut self, now_ms: i64, claim: &str, drifted: bool) {
+        let Some(c) = self.nodeclaims.get(claim) else {
+            return;
+        };
+        let times = self.times.entry(claim.to_string()).or_default();
+        if times.drifted_ms.is_some() == drifted {
+            return;
+        }
+        times.drifted_ms = drifted.then_some(now_ms);
+        self.writer.update_nodeclaim(c, times);
     }
 
     /// The NodeClaim launched for the Node `node`.
@@ -419,7 +434,8 @@ impl KubeCluster {
 
     /// What the cache holds now.
     pub fn counts(&self) -> ClusterCounts {
-        let bound = self.pods.values().filter(|p| p.node_name.is_some()).count();
+        // Per node, not per pod: the metrics read this every second.
+        let bound = self.pods_by_node.values().map(BTreeSet::len).sum();
         ClusterCounts {
             nodeclaims: self.nodeclaims.len(),
             nodes: self.nodes.len(),

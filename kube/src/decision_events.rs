@@ -6,9 +6,12 @@
 //! - `Unconsolidatable` on one whose NodePool rules consolidation out (`consolidateAfter:
 //!   Never`, `consolidationPolicy: WhenEmpty` for a node that is not empty).
 //!
+//! Objects the watches skipped for failing validation get a `FailedValidation` Event (Warning)
+//! through the same gate ([`DecisionEvents::admit`]).
+//!
 //! Only added decisions make events, so an unchanged decision says nothing again. The same
 //! event (object, reason, message) is not repeated within [`DEDUPE_MS`], as Karpenter's
-//! recorder dedupes, and at most [`MAX_PER_TURN`] are written per loop turn: a re-plan that
+//! recorder dedupes, and at most [`MAX_PER_TURN`] are written per call (a loop turn): a re-plan that
 //! moves thousands of bindings must not flood the API server (the rest are counted, not sent).
 
 use dovetail_dataflow::backend::ClusterEvent;
@@ -44,36 +47,42 @@ impl DecisionEvents {
         diffs: &[(Decision, isize)],
         is_node: impl Fn(&str) -> bool,
     ) -> Vec<ClusterEvent> {
+        let candidates = diffs
+            .iter()
+            .filter(|(_, diff)| *diff > 0)
+            .flat_map(|(decision, _)| events_of(decision, &is_node))
+            .collect();
+        self.admit(now_ms, candidates)
+    }
+
+    /// Of `candidates`, the events to write at `now_ms`: not one written within
+    /// [`DEDUPE_MS`], and at most [`MAX_PER_TURN`] (the rest counted as dropped).
+    pub fn admit(&mut self, now_ms: i64, candidates: Vec<ClusterEvent>) -> Vec<ClusterEvent> {
         if now_ms.saturating_sub(self.last_prune_ms) >= DEDUPE_MS {
             self.last_prune_ms = now_ms;
             self.written
                 .retain(|_, at| now_ms.saturating_sub(*at) < DEDUPE_MS);
         }
         let mut out = Vec::new();
-        for (decision, diff) in diffs {
-            if *diff <= 0 {
+        for event in candidates {
+            let key = (
+                event.object.clone(),
+                event.reason.clone(),
+                event.message.clone(),
+            );
+            if self
+                .written
+                .get(&key)
+                .is_some_and(|at| now_ms.saturating_sub(*at) < DEDUPE_MS)
+            {
                 continue;
             }
-            for event in events_of(decision, &is_node) {
-                let key = (
-                    event.object.clone(),
-                    event.reason.clone(),
-                    event.message.clone(),
-                );
-                if self
-                    .written
-                    .get(&key)
-                    .is_some_and(|at| now_ms.saturating_sub(*at) < DEDUPE_MS)
-                {
-                    continue;
-                }
-                if out.len() >= MAX_PER_TURN {
-                    self.dropped += 1;
-                    continue;
-                }
-                self.written.insert(key, now_ms);
-                out.push(event);
+            if out.len() >= MAX_PER_TURN {
+                self.dropped += 1;
+                continue;
             }
+            self.written.insert(key, now_ms);
+            out.push(event);
         }
         self.recorded += out.len() as u64;
         out

@@ -7,6 +7,7 @@
 pub mod cluster;
 pub mod connect;
 pub mod decision_events;
+pub mod drifted;
 pub mod eviction_backoff;
 pub mod kinds;
 pub mod leader;
@@ -20,5 +21,5 @@ pub mod writes;
 
 pub use cluster::{ClusterCounts, KubeCluster};
 pub use kinds::{WatchedKind, WATCHED};
-pub use watch::{watch_all, FactUpdate, WatchStats};
+pub use watch::{watch_all, FactUpdate, SkippedObject, WatchStats};
 pub use writes::ClusterWriter;

@@ -124,12 +124,14 @@ pub struct ConditionTimes {
     pub launched_ms: Option<i64>,
     pub registered_ms: Option<i64>,
     pub initialized_ms: Option<i64>,
+    /// Since when the engine holds it drifted (`None`: it is not).
+    pub drifted_ms: Option<i64>,
 }
 
 /// The status once CreateFleet answered: provider id, the node's name, capacity and
 /// allocatable, and the conditions Karpenter sets: `Launched`, `Registered` once its Node
 /// joined, `Initialized` once that Node is Ready with its startup taints gone, and `Ready`
-/// with it. Each condition's `lastTransitionTime` is when it last changed, from `times`.
+/// with it; `Drifted` while the engine holds it drifted. Each condition's `lastTransitionTime` is when it last changed, from `times`.
 pub fn nodeclaim_status(
     claim: &NodeClaim,
     times: &ConditionTimes,
@@ -147,7 +149,7 @@ pub fn nodeclaim_status(
     };
     let registered = claim.registered;
     let initialized = registered && times.initialized_ms.is_some();
-    let conditions = vec![
+    let mut conditions = vec![
         condition("Launched", true, times.launched_ms),
         condition(
             "Registered",
@@ -165,6 +167,10 @@ pub fn nodeclaim_status(
             times.initialized_ms.filter(|_| initialized),
         ),
     ];
+    // Karpenter sets Drifted while the NodeClaim is drifted and removes it when it is not.
+    if let Some(since) = times.drifted_ms {
+        conditions.push(condition("Drifted", true, Some(since)));
+    }
     let mut status = json!({
         "providerID": node.provider_id,
         "nodeName": node.name,
@@ -480,6 +486,21 @@ mod tests {
                 ("Ready", "2026-12-03T10:00:01.000Z"),
             ]
         );
+        // Drifted from when the engine held it so; without that, no Drifted condition at all.
+        let drifted = ConditionTimes {
+            drifted_ms: Some(1_796_292_009_000),
+            ..registered
+        };
+        let with = nodeclaim_status(&later, &drifted, "2026-12-03T00:00:09Z").expect("a status");
+        let drift: Vec<&Value> = with["status"]["conditions"]
+            .as_array()
+            .expect("conditions")
+            .iter()
+            .filter(|c| c["type"] == "Drifted")
+            .collect();
+        assert_eq!(drift.len(), 1);
+        assert_eq!(drift[0]["status"], "True");
+        assert_eq!(drift[0]["lastTransitionTime"], "2026-12-03T10:00:09.000Z");
         object["status"] = status["status"].clone();
         // A restarted controller reads the same launch back (with what it asked CreateFleet for).
         let back = dovetail_ingest::read_nodeclaim("claims", &object).expect("a record");

@@ -37,15 +37,53 @@ pub enum FactUpdate {
     Replace { kind: WatchedKind, facts: Vec<Fact> },
 }
 
+/// An object a watch skipped, for an Event about it: `Kind/NAME` or `Kind/NAMESPACE/NAME`, and
+/// why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedObject {
+    pub object: String,
+    pub message: String,
+}
+
+/// The most skipped objects kept for Events between two turns of the loop.
+const SKIPPED_KEPT: usize = 1000;
+
 /// What the watches have done, for metrics.
 #[derive(Debug, Default)]
 pub struct WatchStats {
+    /// Objects skipped since the loop last took them (for Events; the first
+    /// [`SKIPPED_KEPT`] of them).
+    skipped: Mutex<Vec<SkippedObject>>,
     /// Objects that failed validation and were skipped (their last good facts kept).
     pub objects_skipped: AtomicU64,
     /// Complete lists taken (one per kind at start, then one per resync).
     pub relists: AtomicU64,
     /// Watch errors (disconnects, 410 Gone, refused requests), each retried with backoff.
     pub watch_errors: AtomicU64,
+}
+
+impl WatchStats {
+    /// The objects skipped since the last call.
+    pub fn take_skipped(&self) -> Vec<SkippedObject> {
+        std::mem::take(&mut *self.skipped.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    fn skip(&self, kind: &WatchedKind, object: &DynamicObject, error: &dyn std::fmt::Display) {
+        self.objects_skipped.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(kind = kind.kind, %error, "object skipped; its last good version stays");
+        let name = object.metadata.name.as_deref().unwrap_or_default();
+        let object = match object.metadata.namespace.as_deref() {
+            Some(ns) if kind.namespaced => format!("{}/{ns}/{name}", kind.kind),
+            _ => format!("{}/{name}", kind.kind),
+        };
+        let mut skipped = self.skipped.lock().unwrap_or_else(PoisonError::into_inner);
+        if skipped.len() < SKIPPED_KEPT {
+            skipped.push(SkippedObject {
+                object,
+                message: format!("skipped, the last good version is kept: {error}"),
+            });
+        }
+    }
 }
 
 /// Why an object was skipped.
@@ -159,10 +197,6 @@ pub async fn watch_kind(
     // The facts each object last read well into, by fact key: what a skipped object keeps.
     let mut last_good: BTreeMap<String, Vec<Fact>> = BTreeMap::new();
     let mut relist: Option<BTreeMap<String, Vec<Fact>>> = None;
-    let skipped = |e: &ObjectError| {
-        stats.objects_skipped.fetch_add(1, Ordering::Relaxed);
-        tracing::warn!(kind = kind.kind, error = %e, "object skipped; its last good facts stay");
-    };
     while let Some(event) = stream.next().await {
         let mut live = lock(&live);
         let update = match event {
@@ -175,7 +209,7 @@ pub async fn watch_kind(
                 let facts = match object_facts(&kind, &object, &mut live) {
                     Ok(facts) => Some(facts),
                     Err(e) => {
-                        skipped(&e);
+                        stats.skip(&kind, &object, &e);
                         last_good.get(&key).cloned()
                     }
                 };
@@ -217,7 +251,7 @@ pub async fn watch_kind(
                         }
                     }
                     Err(e) => {
-                        skipped(&e);
+                        stats.skip(&kind, &object, &e);
                         None
                     }
                 }
@@ -275,11 +309,7 @@ async fn watch_dependency(
 ) {
     let api: Api<DynamicObject> = Api::all_with(client, &kind.api_resource());
     let mut stream = watcher(api).default_backoff().boxed();
-    let mut relist: Option<Vec<Value>> = None;
-    let skipped = |e: &dyn std::fmt::Display| {
-        stats.objects_skipped.fetch_add(1, Ordering::Relaxed);
-        tracing::warn!(kind = kind.kind, error = %e, "object skipped; its last good version stays");
-    };
+    let mut relist: Option<Vec<(DynamicObject, Value)>> = None;
     while let Some(event) = stream.next().await {
         let mut live = lock(&live);
         let mut updates: Vec<FactUpdate> = Vec::new();
@@ -290,17 +320,20 @@ async fn watch_dependency(
             }
             Ok(Event::InitApply(object)) => {
                 match (object_value(&kind, &object), relist.as_mut()) {
-                    (Ok(value), Some(r)) => r.push(value),
-                    (Err(e), _) => skipped(&e),
+                    (Ok(value), Some(r)) => r.push((object, value)),
+                    (Err(e), _) => stats.skip(&kind, &object, &e),
                     (Ok(_), None) => {}
                 }
                 Vec::new()
             }
             Ok(Event::InitDone) => match relist.take() {
-                Some(values) => {
+                Some(listed) => {
                     stats.relists.fetch_add(1, Ordering::Relaxed);
+                    let values: Vec<Value> = listed.iter().map(|(_, v)| v.clone()).collect();
                     let (moved, errors) = live.replace_dependencies(dependency, &values);
-                    errors.iter().for_each(|e| skipped(e));
+                    for (object, e) in errors {
+                        stats.skip(&kind, &listed[object].0, &e);
+                    }
                     updates.push(FactUpdate::Replace {
                         kind,
                         facts: Vec::new(),
@@ -317,7 +350,7 @@ async fn watch_dependency(
                 }) {
                 Ok(moved) => moved,
                 Err(e) => {
-                    skipped(&e);
+                    stats.skip(&kind, &object, &e);
                     Vec::new()
                 }
             },

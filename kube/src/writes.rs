@@ -417,14 +417,15 @@ impl ClusterWriter {
             (Some(name), None) => ("default".to_string(), name.to_string()),
             _ => return,
         };
-        let api_version = if kind == "NodeClaim" {
-            "karpenter.sh/v1"
-        } else {
-            "v1"
-        };
+        // The kind's own apiVersion (NodeClaims are not a watched kind, Events name them too).
+        let watched = crate::kinds::WATCHED
+            .iter()
+            .chain([&NODECLAIM])
+            .find(|k| k.kind == kind);
+        let api_version = watched.map_or_else(|| "v1".to_string(), WatchedKind::api_version);
         let time = dovetail_ingest::format_rfc3339_ms(now_ms);
         let mut involved = json!({"apiVersion": api_version, "kind": kind, "name": name});
-        if kind == "Pod" {
+        if watched.is_some_and(|k| k.namespaced) {
             involved["namespace"] = Value::from(namespace.clone());
         }
         let object = json!({

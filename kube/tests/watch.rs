@@ -194,6 +194,12 @@ fn objects_become_facts_and_a_broken_watch_relists_without_losing_or_duplicating
         !f.0.contains_key("Pod team/running")
     });
     assert_eq!(stats.objects_skipped.load(Ordering::Relaxed), 1);
+    // … and is reported for an Event about it, naming the field.
+    let skipped = stats.take_skipped();
+    assert_eq!(skipped.len(), 1);
+    assert_eq!(skipped[0].object, "NodePool/general");
+    assert!(skipped[0].message.contains("weight"), "{skipped:?}");
+    assert!(stats.take_skipped().is_empty(), "taken once");
     match &facts.0["NodePool general"] {
         Fact::NodePool(p) => assert_eq!(p.weight, 10, "the last good NodePool stays"),
         other => panic!("{other:?}"),

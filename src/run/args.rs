@@ -75,6 +75,10 @@ pub struct RunArgs {
     /// `--cluster kube`.
     #[arg(long = "registration-ttl", default_value = "15m", value_parser = duration_ms)]
     pub registration_ttl_ms: i64,
+    /// A CreateFleet unanswered after this long is sent again under the same client token
+    /// (idempotent: nothing launches twice). `--cluster kube`.
+    #[arg(long = "launch-timeout", default_value = "5m", value_parser = duration_ms)]
+    pub launch_timeout_ms: i64,
     /// How long a consolidation command waits before it is validated and acted on
     /// (Karpenter: 15 s).
     #[arg(long = "consolidation-validation", value_parser = duration_ms)]

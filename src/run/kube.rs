@@ -17,11 +17,12 @@ use crate::replay::world::region_types;
 use anyhow::{Context, Result};
 use dovetail_actuate::driver::{Clock, WallClock};
 use dovetail_actuate::{ActuationSettings, ControlLoop, POLL_INTERVAL_MS};
-use dovetail_dataflow::backend::{CloudEventKind, Cluster};
+use dovetail_dataflow::backend::{CloudEventKind, Cluster, ClusterEvent};
 use dovetail_dataflow::catalog::{embedded, RegionCatalog};
 use dovetail_dataflow::facts::{Fact, Interruption, InterruptionKind};
 use dovetail_dataflow::model::{NodeClassStatus, Resources};
 use dovetail_kube::decision_events::DecisionEvents;
+use dovetail_kube::drifted::DriftedClaims;
 use dovetail_kube::leader::{Election, Role};
 use dovetail_kube::{ClusterWriter, FactUpdate, KubeCluster, WatchStats, WATCHED};
 use dovetail_sim::{SimCloud, SimConfig};
@@ -172,6 +173,7 @@ fn drive<C: LiveCloud>(
     let mut last_status: Option<Instant> = None;
     let mut written_status: BTreeMap<String, (Resources, usize, bool)> = BTreeMap::new();
     let mut events = DecisionEvents::default();
+    let mut drifted = DriftedClaims::default();
     let mut written_classes: BTreeMap<String, NodeClassStatus> = BTreeMap::new();
     loop {
         let now = clock.now_ms();
@@ -196,6 +198,21 @@ fn drive<C: LiveCloud>(
         }
         deleting.extend(deletions.try_iter());
         let role = elector.as_ref().map_or(Role::Leader, |e| e.state.role());
+        // The leader tells; a standby's watches skip the same objects.
+        let skipped = watch_stats.take_skipped();
+        if role == Role::Leader {
+            let candidates = skipped
+                .into_iter()
+                .map(|s| ClusterEvent {
+                    object: s.object,
+                    reason: "FailedValidation".to_string(),
+                    message: s.message,
+                })
+                .collect();
+            for e in events.admit(now, candidates) {
+                cluster.record_event(now, e);
+            }
+        }
         if role == Role::Lost {
             anyhow::bail!("lost the leader Lease: stopping so a standby takes over");
         }
@@ -267,12 +284,21 @@ fn drive<C: LiveCloud>(
                 .terminate_claim(now, &claim, &mut cloud, &mut cluster);
         }
         stats.nodeclaims_initialized += cluster.initialize_ready(now).len() as u64;
+        control.actuator_mut().retry_hung_launches(
+            now,
+            args.launch_timeout_ms,
+            &mut cloud,
+            &mut cluster,
+        );
         send_node_facts(&mut cluster, &mut control);
         control.expire_capacity_errors(now);
         let diffs = control.advance(now)?;
         control.act(now, &diffs, &mut cloud, &mut cluster);
         for e in events.from_diffs(now, &diffs, |n| cluster.node(n).is_some()) {
             cluster.record_event(now, e);
+        }
+        for (claim, is_drifted) in drifted.changes(&diffs) {
+            cluster.set_drifted(now, &claim, is_drifted);
         }
         stats.events_recorded = events.recorded;
         stats.events_dropped = events.dropped;

@@ -167,6 +167,11 @@ pub(crate) fn render(s: &Snapshot) -> String {
             s.kube.events_dropped,
         ),
         (
+            "dovetail_launches_retried_total",
+            "CreateFleet calls sent again after the launch timeout (same client token).",
+            stats.launches_retried,
+        ),
+        (
             "dovetail_drains_forced_total",
             "Drains ended by the NodePool's terminationGracePeriod with pods left.",
             stats.drains_forced,
