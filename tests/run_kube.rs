@@ -213,8 +213,14 @@ fn a_pending_pod_gets_a_nodeclaim_a_registered_node_and_an_empty_node_goes() {
     // What the controller wrote is what Karpenter's API takes.
     assert_valid_against_the_crds(&c.dir.join("written.json"), &[claim, pool]);
 
-    // kube-scheduler binds the pod; then it is deleted and the node is empty.
+    // kube-scheduler binds the pod; its NodePool's consolidateAfter (5 s) later the NodeClaim
+    // is Consolidatable, with the pod event's time; then the pod is deleted and the node is
+    // empty.
     c.bind("web-1", &node_name);
+    c.nodeclaim_when(&name, "Consolidatable after the pod event", |o| {
+        condition(o, "Consolidatable").as_deref() == Some("True")
+            && o["status"]["lastPodEventTime"].is_string()
+    });
     c.delete_pod("web-1");
     c.gone(&name, &node_name);
 

@@ -25,6 +25,13 @@ pub(crate) struct Drains {
     started: BTreeMap<String, i64>,
 }
 
+impl Drains {
+    /// The node goes back to service: a later drain starts its grace period afresh.
+    pub(crate) fn forget(&mut self, node: &str) {
+        self.started.remove(node);
+    }
+}
+
 impl Actuator {
     /// One step of draining `node`; true when it may be terminated (no pod but DaemonSet pods
     /// is left, or its `terminationGracePeriod` has passed).

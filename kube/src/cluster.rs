@@ -16,6 +16,7 @@ use crate::watch::FactUpdate;
 use crate::writes::ClusterWriter;
 use dovetail_dataflow::backend::{Cluster, ClusterEvent, ClusterReply, NodeClaim};
 use dovetail_dataflow::facts::Fact;
+use dovetail_dataflow::model::duration::parse_duration;
 use dovetail_dataflow::model::labels::{NODEPOOL, UNREGISTERED_TAINT};
 use dovetail_dataflow::model::{Node, NodePool, Pod, Resources, Taint};
 use std::collections::{BTreeMap, BTreeSet};
@@ -101,6 +102,7 @@ impl KubeCluster {
                 registered_ms: since.filter(|_| claim.registered),
                 initialized_ms: since.filter(|_| claim.registered),
                 drifted_ms: None,
+                consolidatable_ms: None,
             },
         );
         self.index(&claim);
@@ -369,6 +371,41 @@ impl KubeCluster {
             }
         }
         ready
+    }
+
+    /// Karpenter's `Consolidatable` condition: an initialised NodeClaim is consolidatable once
+    /// its NodePool's `consolidateAfter` (not `Never`) has passed since its last pod event (a pod
+    /// bound to or removed from its Node), or since it was initialised if it has had none. Its
+    /// status (with `lastPodEventTime`) is written when that changes; returns how many changed.
+    pub fn mark_consolidatable(&mut self, now_ms: i64) -> usize {
+        let mut changed = Vec::new();
+        for (name, claim) in &self.nodeclaims {
+            let times = self.times.get(name).copied().unwrap_or_default();
+            let after = self
+                .nodepools
+                .get(&claim.nodepool)
+                .and_then(|p| p.disruption.consolidate_after.as_deref())
+                .and_then(|d| parse_duration(d).ok().flatten());
+            let last_event = claim.node_name().and_then(|n| self.pod_events.get(n));
+            let since = last_event.copied().or(times.initialized_ms);
+            let now = claim.registered
+                && times.initialized_ms.is_some()
+                && after.is_some_and(|a| since.is_some_and(|s| now_ms.saturating_sub(s) >= a));
+            if now != times.consolidatable_ms.is_some() {
+                changed.push((name.clone(), now, last_event.copied()));
+            }
+        }
+        for (name, consolidatable, last_event) in &changed {
+            let times = self.times.entry(name.clone()).or_default();
+            times.consolidatable_ms = consolidatable.then_some(now_ms);
+            if let Some(mut claim) = self.nodeclaims.get(name).cloned() {
+                if let Some(node) = claim.status.as_mut() {
+                    node.last_pod_event_ms = *last_event;
+                }
+                self.writer.update_nodeclaim(&claim, times);
+            }
+        }
+        changed.len()
     }
 
     /// NodeClaims launched (an instance recorded) whose Node has not joined within `ttl_ms` of

@@ -126,12 +126,15 @@ pub struct ConditionTimes {
     pub initialized_ms: Option<i64>,
     /// Since when the engine holds it drifted (`None`: it is not).
     pub drifted_ms: Option<i64>,
+    /// Since when it is consolidatable (`consolidateAfter` passed since its last pod event).
+    pub consolidatable_ms: Option<i64>,
 }
 
 /// The status once CreateFleet answered: provider id, the node's name, capacity and
 /// allocatable, and the conditions Karpenter sets: `Launched`, `Registered` once its Node
 /// joined, `Initialized` once that Node is Ready with its startup taints gone, and `Ready`
-/// with it; `Drifted` while the engine holds it drifted. Each condition's `lastTransitionTime` is when it last changed, from `times`.
+/// with it; `Drifted` while the engine holds it drifted; `Consolidatable` once its NodePool's
+/// `consolidateAfter` has passed since its last pod event. Each condition's `lastTransitionTime` is when it last changed, from `times`.
 pub fn nodeclaim_status(
     claim: &NodeClaim,
     times: &ConditionTimes,
@@ -170,6 +173,9 @@ pub fn nodeclaim_status(
     // Karpenter sets Drifted while the NodeClaim is drifted and removes it when it is not.
     if let Some(since) = times.drifted_ms {
         conditions.push(condition("Drifted", true, Some(since)));
+    }
+    if let Some(since) = times.consolidatable_ms {
+        conditions.push(condition("Consolidatable", true, Some(since)));
     }
     let mut status = json!({
         "providerID": node.provider_id,

@@ -306,6 +306,7 @@ fn drive<C: LiveCloud>(
         if last_status.is_none_or(|t: Instant| t.elapsed() >= STATUS_INTERVAL) {
             last_status = Some(Instant::now());
             write_nodepool_status(now, &cluster, &control, &mut written_status);
+            cluster.mark_consolidatable(now);
             if cloud.resolves_nodeclasses() {
                 write_nodeclass_status(now, &cluster, &control, &mut written_classes);
             }

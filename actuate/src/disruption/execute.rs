@@ -257,6 +257,7 @@ impl Actuator {
             return;
         };
         for n in &cmd.nodes {
+            self.drains.forget(n);
             if cluster.node(n).is_some() {
                 cluster.untaint_node(now, n, DISRUPTED_TAINT);
             }
