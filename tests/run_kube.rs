@@ -322,3 +322,44 @@ fn a_nodeclaim_deleted_by_hand_is_drained_and_terminated() {
         .count();
     assert!(evictions >= 1, "drained through the Eviction API");
 }
+
+/// A NodePool's template changed under a running node: the engine holds the NodeClaim
+/// drifted, and its status gets Karpenter's `Drifted` condition (`kube/src/drifted.rs`).
+#[test]
+fn a_changed_nodepool_marks_its_nodeclaim_drifted() {
+    let c = LiveCluster::start("run-kube-drift");
+    let sim = c.fast_sim();
+    c.create_nodeclass("test");
+    c.create_nodepool();
+    c.create_unschedulable_pod("web-1");
+    let mut controller = c
+        .dovetail("sim", "30s")
+        .arg("--no-leader-elect")
+        .args(NO_HTTP)
+        .arg("--sim-config")
+        .arg(&sim)
+        .spawn()
+        .expect("start dovetail run");
+    let name = c.first_nodeclaim().metadata.name.expect("a name");
+    let claim = c.initialized(&name);
+    assert_eq!(condition(&claim, "Drifted"), None, "not drifted at launch");
+    let node = claim["status"]["nodeName"]
+        .as_str()
+        .expect("nodeName")
+        .to_string();
+    c.bind("web-1", &node);
+    c.rt.block_on(c.nodepools.patch(
+        "general",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(
+            json!({"spec": {"template": {"metadata": {"labels": {"team": "api"}}}}}),
+        ),
+    ))
+    .expect("change the NodePool's template");
+    let drifted = c.nodeclaim_when(&name, "Drifted", |o| {
+        condition(o, "Drifted").as_deref() == Some("True")
+    });
+    let _ = controller.kill();
+    let _ = controller.wait();
+    assert_valid_against_the_crds(&c.dir.join("written.json"), &[drifted]);
+}
