@@ -373,6 +373,34 @@ mod tests {
     }
 
     #[test]
+    fn a_claim_bound_to_another_volume_no_longer_follows_the_first() {
+        let mut live = LivePods::new();
+        live.set_pod(&pod("a", "data-a")).unwrap();
+        for (volume, zone) in [("pv-1", "us-east-1a"), ("pv-2", "us-east-1b")] {
+            live.set_dependency(Dependency::PersistentVolume, &pv(volume, zone))
+                .unwrap();
+        }
+        let claim = Dependency::PersistentVolumeClaim;
+        live.set_dependency(claim, &pvc("data-a", Some("pv-1")))
+            .unwrap();
+        let moved = live
+            .set_dependency(claim, &pvc("data-a", Some("pv-2")))
+            .unwrap();
+        assert_eq!(moved.first().and_then(zones), Some(vec!["us-east-1b"]));
+        // pv-1 changes: nothing is bound to it any more.
+        let moved = live
+            .set_dependency(Dependency::PersistentVolume, &pv("pv-1", "us-east-1c"))
+            .unwrap();
+        assert!(moved.is_empty(), "{moved:?}");
+        // The claim goes: pv-2 has no claim left either.
+        live.forget_dependency(claim, Some("db"), "data-a");
+        let moved = live
+            .set_dependency(Dependency::PersistentVolume, &pv("pv-2", "us-east-1c"))
+            .unwrap();
+        assert!(moved.is_empty(), "{moved:?}");
+    }
+
+    #[test]
     fn a_forgotten_pod_is_not_brought_back_by_its_claim() {
         let mut live = LivePods::new();
         live.set_pod(&pod("a", "data-a")).unwrap();

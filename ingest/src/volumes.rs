@@ -205,11 +205,35 @@ pub(crate) struct VolumeIndex {
     pvcs: BTreeMap<(String, String), Pvc>,
     pvs: BTreeMap<String, Pv>,
     classes: BTreeMap<String, StorageClass>,
+    /// The claims bound to each volume (`spec.volumeName`), so a volume's change finds its
+    /// claims without a scan.
+    bound: BTreeMap<String, BTreeSet<(String, String)>>,
 }
 
 impl VolumeIndex {
     pub fn add_pvc(&mut self, p: Pvc) {
-        self.pvcs.insert((p.namespace.clone(), p.name.clone()), p);
+        let key = (p.namespace.clone(), p.name.clone());
+        self.unbind(&key);
+        if let Some(volume) = &p.volume_name {
+            self.bound
+                .entry(volume.clone())
+                .or_default()
+                .insert(key.clone());
+        }
+        self.pvcs.insert(key, p);
+    }
+
+    /// Takes the claim `key` out of its volume's bound claims.
+    fn unbind(&mut self, key: &(String, String)) {
+        let volume = self.pvcs.get(key).and_then(|p| p.volume_name.clone());
+        if let Some(volume) = volume {
+            if let Some(claims) = self.bound.get_mut(&volume) {
+                claims.remove(key);
+                if claims.is_empty() {
+                    self.bound.remove(&volume);
+                }
+            }
+        }
     }
 
     pub fn add_pv(&mut self, p: Pv) {
@@ -222,13 +246,17 @@ impl VolumeIndex {
 
     /// Takes in the claims, volumes and classes of `other` (one object read on its own).
     pub fn merge(&mut self, other: VolumeIndex) {
-        self.pvcs.extend(other.pvcs);
+        for p in other.pvcs.into_values() {
+            self.add_pvc(p);
+        }
         self.pvs.extend(other.pvs);
         self.classes.extend(other.classes);
     }
 
     pub fn remove_pvc(&mut self, namespace: &str, name: &str) {
-        self.pvcs.remove(&(namespace.to_string(), name.to_string()));
+        let key = (namespace.to_string(), name.to_string());
+        self.unbind(&key);
+        self.pvcs.remove(&key);
     }
 
     pub fn remove_pv(&mut self, name: &str) {
@@ -256,10 +284,7 @@ impl VolumeIndex {
         &'a self,
         name: &'a str,
     ) -> impl Iterator<Item = &'a (String, String)> + 'a {
-        self.pvcs
-            .iter()
-            .filter(move |(_, p)| p.volume_name.as_deref() == Some(name))
-            .map(|(k, _)| k)
+        self.bound.get(name).into_iter().flatten()
     }
 
     fn default_class(&self) -> Option<&StorageClass> {
