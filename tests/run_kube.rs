@@ -13,7 +13,7 @@ use live_cluster::{
     rbac_rules, LiveCluster, NO_HTTP,
 };
 use serde_json::{json, Value};
-use std::process::Command;
+use std::process::{Child, Command};
 
 #[test]
 fn the_rbac_rules_file_says_what_the_chart_grants() {
@@ -281,15 +281,17 @@ fn a_dry_run_decides_and_writes_nothing() {
     assert!(writes.is_empty(), "a dry run wrote: {writes:?}");
 }
 
-#[test]
-fn a_nodeclaim_deleted_by_hand_is_drained_and_terminated() {
-    let c = LiveCluster::start("run-kube-delete");
+/// A cluster with a NodePool, an EC2NodeClass and the unschedulable pod `web-1`, and the
+/// controller (simulated cloud, one replica, no HTTP) run for `run_for` until the pod's
+/// NodeClaim is initialised: the cluster, the controller, the NodeClaim's name and object.
+fn one_node_for_web_1(test: &str, run_for: &str) -> (LiveCluster, Child, String, Value) {
+    let c = LiveCluster::start(test);
     let sim = c.fast_sim();
     c.create_nodeclass("test");
     c.create_nodepool();
     c.create_unschedulable_pod("web-1");
-    let mut controller = c
-        .dovetail("sim", "20s")
+    let controller = c
+        .dovetail("sim", run_for)
         .arg("--no-leader-elect")
         .args(NO_HTTP)
         .arg("--sim-config")
@@ -298,6 +300,12 @@ fn a_nodeclaim_deleted_by_hand_is_drained_and_terminated() {
         .expect("start dovetail run");
     let name = c.first_nodeclaim().metadata.name.expect("a name");
     let claim = c.initialized(&name);
+    (c, controller, name, claim)
+}
+
+#[test]
+fn a_nodeclaim_deleted_by_hand_is_drained_and_terminated() {
+    let (c, mut controller, name, claim) = one_node_for_web_1("run-kube-delete", "20s");
     let node = claim["status"]["nodeName"]
         .as_str()
         .expect("nodeName")
@@ -327,21 +335,7 @@ fn a_nodeclaim_deleted_by_hand_is_drained_and_terminated() {
 /// drifted, and its status gets Karpenter's `Drifted` condition (`kube/src/drifted.rs`).
 #[test]
 fn a_changed_nodepool_marks_its_nodeclaim_drifted() {
-    let c = LiveCluster::start("run-kube-drift");
-    let sim = c.fast_sim();
-    c.create_nodeclass("test");
-    c.create_nodepool();
-    c.create_unschedulable_pod("web-1");
-    let mut controller = c
-        .dovetail("sim", "30s")
-        .arg("--no-leader-elect")
-        .args(NO_HTTP)
-        .arg("--sim-config")
-        .arg(&sim)
-        .spawn()
-        .expect("start dovetail run");
-    let name = c.first_nodeclaim().metadata.name.expect("a name");
-    let claim = c.initialized(&name);
+    let (c, mut controller, name, claim) = one_node_for_web_1("run-kube-drift", "30s");
     assert_eq!(condition(&claim, "Drifted"), None, "not drifted at launch");
     let node = claim["status"]["nodeName"]
         .as_str()
