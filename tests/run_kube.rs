@@ -237,8 +237,9 @@ fn a_pending_pod_gets_a_nodeclaim_a_registered_node_and_an_empty_node_goes() {
 }
 
 #[test]
-fn a_dry_run_decides_and_writes_nothing() {
+fn a_dry_run_beside_karpenter_decides_and_writes_nothing() {
     let c = LiveCluster::start("run-kube-dry");
+    c.karpenter_holds_its_lease();
     c.create_nodeclass("test");
     c.create_nodepool();
     c.create_unschedulable_pod("web-1");
@@ -258,7 +259,9 @@ fn a_dry_run_decides_and_writes_nothing() {
     );
     let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary).expect("the summary"))
         .expect("JSON");
-    // It decided to launch for the pod …
+    // Karpenter's Lease did not stop a dry run deciding …
+    assert_eq!(s["kubernetes"]["decided_beside_karpenter"], true, "{s}");
+    // … it decided to launch for the pod …
     assert!(
         s["kubernetes"]["writes_withheld"].as_u64() >= Some(1),
         "{s}"

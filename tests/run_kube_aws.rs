@@ -54,6 +54,13 @@ fn a_pending_pod_gets_an_ec2_instance_that_registers_and_is_terminated_when_empt
     assert!(class["status"]["subnets"][0]["id"]
         .as_str()
         .is_some_and(|id| id.starts_with("subnet-")));
+    // The profile made for `spec.role`, under the cluster's name.
+    assert!(
+        class["status"]["instanceProfile"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("my-cluster_")),
+        "{class}"
+    );
     assert_valid_against_the_crds(&c.dir.join("written.json"), &[class]);
 
     // The kubelet joins; registration and initialisation follow.
@@ -179,4 +186,66 @@ fn a_node_that_never_registers_is_given_up() {
     });
     let _ = controller.kill();
     let _ = controller.wait();
+}
+
+/// A restarted controller reads its NodeClaim's conditions back with their times, and the
+/// bound pods it lists at start are no pod events: a consolidatable node stays so, from the
+/// same time, and nothing about the NodeClaim is written again.
+#[test]
+fn a_restarted_controller_keeps_its_nodeclaims_condition_times() {
+    let ec2 = Peer::start_with(&["--seed-network", "my-cluster"]);
+    let c = LiveCluster::start("run-kube-restart");
+    c.create_nodeclass("my-cluster");
+    c.create_nodepool();
+    c.create_unschedulable_pod("web-1");
+    let run = |name: &str, seconds: &str| {
+        c.dovetail_at_moto(&ec2, "my-cluster", seconds)
+            .arg("--no-leader-elect")
+            .args(NO_HTTP)
+            .arg("--summary")
+            .arg(c.dir.join(format!("{name}.json")))
+            .spawn()
+            .expect("start dovetail run")
+    };
+    let mut first = run("first", "60s");
+    let launched = c.launched();
+    c.kubelet_registers(&launched.node, &launched.provider_id);
+    c.initialized(&launched.name);
+    c.bind("web-1", &launched.node);
+    // `consolidateAfter: 5s` after the pod's binding.
+    let before = c.nodeclaim_when(&launched.name, "Consolidatable", |o| {
+        condition(o, "Consolidatable").as_deref() == Some("True")
+    });
+    first.kill().expect("kill the controller");
+    let _ = first.wait();
+
+    let status = run("second", "8s").wait().expect("the second run ends");
+    assert!(status.success(), "{status}");
+    let s: Value = serde_json::from_str(
+        &std::fs::read_to_string(c.dir.join("second.json")).expect("the summary"),
+    )
+    .expect("JSON");
+    assert_eq!(s["kubernetes"]["nodeclaims_read_back"], 1, "{s}");
+    let after = serde_json::to_value(
+        c.rt.block_on(c.claims.get(&launched.name))
+            .expect("the NodeClaim"),
+    )
+    .expect("JSON");
+    let times = |o: &Value| -> Vec<(String, String, String)> {
+        o["status"]["conditions"]
+            .as_array()
+            .expect("conditions")
+            .iter()
+            .map(|c| {
+                let field = |f: &str| c[f].as_str().unwrap_or_default().to_string();
+                (field("type"), field("status"), field("lastTransitionTime"))
+            })
+            .collect()
+    };
+    assert_eq!(times(&after), times(&before));
+    assert_eq!(
+        after["status"]["lastPodEventTime"],
+        before["status"]["lastPodEventTime"]
+    );
+    assert_eq!(ec2.count_calls("CreateFleet"), 1, "nothing launched twice");
 }

@@ -91,20 +91,32 @@ impl KubeCluster {
     }
 
     /// A NodeClaim found on the API server at start (or on a take-over): kept as this
-    /// controller's own, so recovery finishes its launch instead of launching again.
-    pub fn adopt(&mut self, claim: NodeClaim) {
-        // The times a previous process saw are not read back: its creation stands in.
+    /// controller's own, so recovery finishes its launch instead of launching again. `read` is
+    /// what its conditions say ([`crate::nodeclaim::condition_times`]); a NodeClaim without
+    /// conditions has its creation stand in, registered ones counting as initialised.
+    pub fn adopt(&mut self, claim: NodeClaim, read: Option<ConditionTimes>) {
         let since = Some(claim.created_ms);
-        self.times.insert(
-            claim.name.clone(),
-            ConditionTimes {
+        let times = match read {
+            Some(t) => ConditionTimes {
+                launched_ms: claim.status.as_ref().and(t.launched_ms.or(since)),
+                registered_ms: t.registered_ms.or(since).filter(|_| claim.registered),
+                initialized_ms: t.initialized_ms.filter(|_| claim.registered),
+                ..t
+            },
+            None => ConditionTimes {
                 launched_ms: claim.status.as_ref().and(since),
                 registered_ms: since.filter(|_| claim.registered),
                 initialized_ms: since.filter(|_| claim.registered),
                 drifted_ms: None,
                 consolidatable_ms: None,
             },
-        );
+        };
+        self.times.insert(claim.name.clone(), times);
+        if let Some(node) = &claim.status {
+            if let Some(ms) = node.last_pod_event_ms {
+                self.pod_events.entry(node.name.clone()).or_insert(ms);
+            }
+        }
         self.index(&claim);
         self.nodeclaims.insert(claim.name.clone(), claim);
     }
@@ -114,7 +126,7 @@ impl KubeCluster {
     /// come from [`KubeCluster::take_node_facts`], merged with their NodeClaims.
     pub fn observe(&mut self, now_ms: i64, update: FactUpdate) -> Vec<FactUpdate> {
         match update {
-            FactUpdate::Set(fact) => self.set(now_ms, *fact).into_iter().collect(),
+            FactUpdate::Set(fact) => self.set(now_ms, *fact, false).into_iter().collect(),
             FactUpdate::Remove(key) => self.remove(now_ms, &key).into_iter().collect(),
             FactUpdate::Replace { kind, facts } => {
                 let kind_name = kind.kind;
@@ -129,7 +141,7 @@ impl KubeCluster {
                 let mut out = Vec::new();
                 for fact in facts {
                     stale.remove(&fact.describe());
-                    out.extend(self.set(now_ms, fact));
+                    out.extend(self.set(now_ms, fact, true));
                 }
                 for key in stale {
                     out.extend(self.remove(now_ms, &key));
@@ -139,7 +151,10 @@ impl KubeCluster {
         }
     }
 
-    fn set(&mut self, now_ms: i64, fact: Fact) -> Option<FactUpdate> {
+    /// `listed`: the fact comes from a relist, where a pod seen bound for the first time was
+    /// bound at some unknown earlier time (at start, every bound pod is), which is no pod
+    /// event: the NodeClaim's `lastPodEventTime` read back says when the last one was.
+    fn set(&mut self, now_ms: i64, fact: Fact, listed: bool) -> Option<FactUpdate> {
         let key = fact.describe();
         match &fact {
             Fact::Node(n) => {
@@ -150,6 +165,7 @@ impl KubeCluster {
             Fact::Pod(p) => {
                 let pod_key = p.key();
                 let old = self.pods.insert(pod_key.clone(), p.clone());
+                let event = old.is_some() || !listed;
                 let before = old.and_then(|o| o.node_name);
                 if before != p.node_name {
                     if let Some(b) = &before {
@@ -160,7 +176,11 @@ impl KubeCluster {
                             .entry(n.clone())
                             .or_default()
                             .insert(pod_key);
-                        self.pod_event(now_ms, n);
+                        if event {
+                            self.pod_event(now_ms, n);
+                        } else {
+                            self.dirty.insert(n.clone());
+                        }
                     }
                 }
             }

@@ -193,6 +193,27 @@ pub fn nodeclaim_status(
     Some(json!({ "status": status }))
 }
 
+/// The times of the conditions a NodeClaim object read back holds true (their
+/// `lastTransitionTime`), so a restarted controller or a new leader keeps them instead of
+/// stamping its own; `None` when the object has no conditions at all.
+pub fn condition_times(object: &Value) -> Option<ConditionTimes> {
+    let conditions = object["status"]["conditions"].as_array()?;
+    let since = |kind: &str| {
+        conditions
+            .iter()
+            .find(|c| c["type"] == kind && c["status"] == "True")
+            .and_then(|c| c["lastTransitionTime"].as_str())
+            .and_then(dovetail_ingest::parse_rfc3339_ms)
+    };
+    Some(ConditionTimes {
+        launched_ms: since("Launched"),
+        registered_ms: since("Registered"),
+        initialized_ms: since("Initialized"),
+        drifted_ms: since("Drifted"),
+        consolidatable_ms: since("Consolidatable"),
+    })
+}
+
 /// The annotations a NodeClaim carries once launched: its own, and what the actuator recorded at
 /// launch (the drift hashes, subnet, security groups), which a restarted controller reads back.
 pub fn nodeclaim_annotations(claim: &NodeClaim) -> Map<String, Value> {
@@ -507,6 +528,15 @@ mod tests {
         assert_eq!(drift.len(), 1);
         assert_eq!(drift[0]["status"], "True");
         assert_eq!(drift[0]["lastTransitionTime"], "2026-12-03T10:00:09.000Z");
+        // Read back, the conditions that hold keep their times; Initialized does not hold.
+        assert_eq!(
+            condition_times(&with),
+            Some(ConditionTimes {
+                initialized_ms: None,
+                ..drifted
+            })
+        );
+        assert_eq!(condition_times(&json!({"status": {}})), None);
         object["status"] = status["status"].clone();
         // A restarted controller reads the same launch back (with what it asked CreateFleet for).
         let back = dovetail_ingest::read_nodeclaim("claims", &object).expect("a record");

@@ -259,6 +259,7 @@ fn summarise(
         pods_never_scheduled: w.cluster.pods().filter(|p| p.node_name.is_none()).count() as u64,
         engine_epochs: w.control.advances(),
         engine_update_micros: Percentiles::of(w.control.latency_micros()),
+        peak_rss_bytes: super::summary::peak_rss_bytes(),
         notes,
     }
 }

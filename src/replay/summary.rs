@@ -62,7 +62,17 @@ pub struct ReplaySummary {
     pub pods_never_scheduled: u64,
     pub engine_epochs: u64,
     pub engine_update_micros: Percentiles,
+    /// The process's peak resident set at the end (Linux `VmHWM`; `None` elsewhere).
+    pub peak_rss_bytes: Option<u64>,
     pub notes: Vec<String>,
+}
+
+/// This process's peak resident set so far, from `/proc/self/status` (`VmHWM`, in kB).
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
 }
 
 /// The state during one simulated minute.

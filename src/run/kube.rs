@@ -57,6 +57,8 @@ pub struct KubeStats {
     /// `--dry-run`: writes to the API server and cloud calls logged, not made.
     pub writes_withheld: u64,
     pub cloud_calls_withheld: u64,
+    /// `--dry-run`: it decided while Karpenter's controller held its leader Lease.
+    pub decided_beside_karpenter: bool,
     /// Events written from decisions, and dropped for the per-turn limit.
     pub events_recorded: u64,
     pub events_dropped: u64,
@@ -174,7 +176,7 @@ fn drive<C: LiveCloud>(
     let mut written_status: BTreeMap<String, (Resources, usize, bool)> = BTreeMap::new();
     let mut events = DecisionEvents::default();
     let mut drifted = DriftedClaims::default();
-    let mut written_classes: BTreeMap<String, NodeClassStatus> = BTreeMap::new();
+    let mut written_classes: BTreeMap<String, (NodeClassStatus, Option<String>)> = BTreeMap::new();
     loop {
         let now = clock.now_ms();
         control.set_clock(now);
@@ -198,9 +200,12 @@ fn drive<C: LiveCloud>(
         }
         deleting.extend(deletions.try_iter());
         let role = elector.as_ref().map_or(Role::Leader, |e| e.state.role());
+        // A dry run writes nothing, so Karpenter's Lease does not stop it deciding: that is how
+        // a Karpenter user compares the two before cutting over.
+        let acting = role == Role::Leader || (args.dry_run && role == Role::KarpenterActive);
         // The leader tells; a standby's watches skip the same objects.
         let skipped = watch_stats.take_skipped();
-        if role == Role::Leader {
+        if acting {
             let candidates = skipped
                 .into_iter()
                 .map(|s| ClusterEvent {
@@ -216,7 +221,7 @@ fn drive<C: LiveCloud>(
         if role == Role::Lost {
             anyhow::bail!("lost the leader Lease: stopping so a standby takes over");
         }
-        if role != Role::Leader {
+        if !acting {
             // A standby keeps its caches and the engine's facts warm, and the cloud's listing
             // fresh, but decides nothing: the epoch it would close is the leader's to act on.
             let _ = cloud.poll_events(now);
@@ -232,6 +237,10 @@ fn drive<C: LiveCloud>(
         }
         if !leading {
             leading = true;
+            if role == Role::KarpenterActive {
+                stats.decided_beside_karpenter = true;
+                tracing::warn!("Karpenter's controller holds its leader Lease: this dry run decides beside it and writes nothing");
+            }
             take_over(now, &mut cluster, &mut control, &mut cloud, &mut stats)?;
         }
         class_changed |= cloud.tick(now, &mut control, &mut catalog);
@@ -308,7 +317,7 @@ fn drive<C: LiveCloud>(
             write_nodepool_status(now, &cluster, &control, &mut written_status);
             cluster.mark_consolidatable(now);
             if cloud.resolves_nodeclasses() {
-                write_nodeclass_status(now, &cluster, &control, &mut written_classes);
+                write_nodeclass_status(now, &cluster, &control, &cloud, &mut written_classes);
             }
         }
         if now.saturating_sub(last_gc) >= args.gc_interval_ms {
@@ -402,24 +411,26 @@ fn write_nodepool_status(
 
 /// Writes the status of every EC2NodeClass whose resolved subnets, security groups or AMIs
 /// changed since it was last written (a refresh found new ones, or it was just read).
-fn write_nodeclass_status(
+fn write_nodeclass_status<C: LiveCloud>(
     now_ms: i64,
     cluster: &KubeCluster,
     control: &ControlLoop,
-    written: &mut BTreeMap<String, NodeClassStatus>,
+    cloud: &C,
+    written: &mut BTreeMap<String, (NodeClassStatus, Option<String>)>,
 ) {
     let classes = control.actuator().nodeclasses();
     written.retain(|name, _| classes.contains_key(name));
     for (name, class) in classes {
-        if written.get(name) == Some(&class.status) {
+        let now = (class.status.clone(), cloud.instance_profile(class));
+        if written.get(name) == Some(&now) {
             continue;
         }
         let stamp = dovetail_ingest::format_rfc3339_ms(now_ms);
         cluster.writer().nodeclass_status(
             name,
-            dovetail_kube::nodeclass_status::nodeclass_status(class, &stamp),
+            dovetail_kube::nodeclass_status::nodeclass_status(class, now.1.as_deref(), &stamp),
         );
-        written.insert(name.clone(), class.status.clone());
+        written.insert(name.clone(), now);
     }
 }
 
@@ -441,7 +452,7 @@ fn take_over<C: LiveCloud>(
         match dovetail_ingest::read_nodeclaim("API server", &object) {
             Ok(claim) => {
                 stats.nodeclaims_read_back += 1;
-                cluster.adopt(claim);
+                cluster.adopt(claim, dovetail_kube::nodeclaim::condition_times(&object));
             }
             Err(e) => tracing::warn!(error = %e, "NodeClaim left alone"),
         }

@@ -32,6 +32,10 @@ pub(crate) trait LiveCloud: Cloud {
     fn resolves_nodeclasses(&self) -> bool {
         false
     }
+    /// The instance profile `class`'s instances launch with, for its status.
+    fn instance_profile(&self, _class: &EC2NodeClass) -> Option<String> {
+        None
+    }
     /// A watched EC2NodeClass as launches need it.
     fn resolve(&mut self, class: EC2NodeClass) -> EC2NodeClass {
         class
@@ -83,6 +87,9 @@ impl<C: LiveCloud> LiveCloud for DryRun<C> {
     }
     fn resolves_nodeclasses(&self) -> bool {
         self.0.resolves_nodeclasses()
+    }
+    fn instance_profile(&self, class: &EC2NodeClass) -> Option<String> {
+        self.0.instance_profile(class)
     }
     fn resolve(&mut self, class: EC2NodeClass) -> EC2NodeClass {
         self.0.resolve(class)
@@ -215,6 +222,10 @@ impl AwsLive {
 impl LiveCloud for AwsLive {
     fn resolves_nodeclasses(&self) -> bool {
         true
+    }
+
+    fn instance_profile(&self, class: &EC2NodeClass) -> Option<String> {
+        self.cloud.instance_profile_of(class)
     }
 
     fn resolve(&mut self, class: EC2NodeClass) -> EC2NodeClass {

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 use dovetail_kube::test_peer::KubePeer;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::discovery::ApiResource;
@@ -203,6 +204,29 @@ impl LiveCluster {
             .env("CLUSTER_NAME", cluster)
             .env_remove("AWS_PROFILE");
         cmd
+    }
+
+    /// Karpenter's controller holds its leader Lease in `kube-system` (written once: it stays
+    /// held, as dovetail observes it, for the Lease's 15 s).
+    pub fn karpenter_holds_its_lease(&self) {
+        let leases: Api<Lease> = {
+            let _in = self.rt.enter();
+            Api::namespaced(self.peer.client(), "kube-system")
+        };
+        let lease = Lease {
+            metadata: kube::api::ObjectMeta {
+                name: Some(dovetail_kube::leader::KARPENTER_LEASE.into()),
+                ..Default::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: Some("karpenter-7d9f8-abcde".into()),
+                lease_duration_seconds: Some(15),
+                ..Default::default()
+            }),
+        };
+        self.rt
+            .block_on(leases.create(&PostParams::default(), &lease))
+            .expect("Karpenter's Lease");
     }
 
     /// A simulated cloud whose instances boot, register and initialise in 300 ms each.

@@ -15,6 +15,9 @@
 //!   A replacement that cannot be launched, or is gone before it is ready, abandons the command:
 //!   the taint comes off, replacements without pods are terminated, and the engine decides again
 //!   (the same command is retried after a poll interval, as Karpenter's next loop would).
+//! - A graceful command waits while the engine plans a pending pod onto one of its nodes (a
+//!   `Binding` to it): Karpenter keeps a node nominated for a pending pod out of disruption, so
+//!   the pod is not left without the node kube-scheduler is about to bind it to.
 //! - Draining evicts through the PodDisruptionBudgets; a pod they keep is retried at the next
 //!   step. A node with no pods left is terminated. Evicted pods are pending and the engine
 //!   rebinds them, e.g. onto the replacements.
@@ -100,6 +103,9 @@ pub(crate) struct Disruptions {
     decided_since: BTreeMap<(String, DisruptionReason), i64>,
     /// When the last consolidation command started.
     last_consolidation_ms: Option<i64>,
+    /// Pending pods the engine plans onto each node or launch now (its `Binding`s), with
+    /// multiplicity.
+    nominated: BTreeMap<String, isize>,
 }
 
 fn bump<K: Ord + Clone>(m: &mut BTreeMap<K, isize>, k: &K, r: isize) {
@@ -119,6 +125,7 @@ impl Disruptions {
                 Decision::Disruption(x) if x.command.is_some() && x.blocked_by.is_none() => {
                     bump(&mut self.decided, x, *r)
                 }
+                Decision::Binding { target, .. } => bump(&mut self.nominated, target, *r),
                 Decision::Adopt {
                     nodeclaim,
                     nodepool_hash,
@@ -231,8 +238,15 @@ impl Disruptions {
         }
         by_id
             .into_values()
+            .filter(|c| forceful(c.reason) || !c.nodes.iter().any(|n| self.is_nominated(n)))
             .filter(|c| self.validated(now, c.reason, &c.nodes, period))
             .collect()
+    }
+
+    /// Whether the engine plans a pending pod onto `node`: as Karpenter keeps nominated nodes
+    /// out of graceful disruption, so the pod does not lose the node it is about to bind to.
+    fn is_nominated(&self, node: &str) -> bool {
+        self.nominated.contains_key(node)
     }
 
     fn busy(&self, node: &str) -> bool {
@@ -258,5 +272,59 @@ impl Disruptions {
 
     pub(crate) fn nodes_disrupting(&self) -> u64 {
         self.active.values().map(|c| c.nodes.len() as u64).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dovetail_dataflow::model::Price;
+
+    fn empty(node: &str) -> Decision {
+        Decision::Disruption(Disruption {
+            node: node.into(),
+            nodeclaim: Some(format!("{node}-claim")),
+            nodepool: "default".into(),
+            reason: DisruptionReason::Empty,
+            command: Some(format!("empty-{node}")),
+            replacements: Vec::new(),
+            savings_per_hour: Price(96_000),
+            blocked_by: None,
+        })
+    }
+
+    fn binding(pod: &str, target: &str) -> Decision {
+        Decision::Binding {
+            pod: pod.into(),
+            target: target.into(),
+        }
+    }
+
+    fn startable_nodes(d: &Disruptions, now: i64) -> Vec<String> {
+        d.startable(now, 15_000)
+            .into_iter()
+            .flat_map(|c| c.nodes)
+            .collect()
+    }
+
+    #[test]
+    fn a_node_a_pending_pod_is_planned_onto_is_not_consolidated() {
+        let mut d = Disruptions::default();
+        d.observe(
+            0,
+            &[
+                (empty("a"), 1),
+                (empty("b"), 1),
+                (binding("team/web-1", "a"), 1),
+            ],
+        );
+        // Validated (held 15 s), but `a` is about to get a pod: only `b` goes.
+        assert_eq!(startable_nodes(&d, 20_000), vec!["b".to_string()]);
+        // The pod bound (the engine drops its binding): `a` may go.
+        d.observe(20_000, &[(binding("team/web-1", "a"), -1)]);
+        assert_eq!(
+            startable_nodes(&d, 20_000),
+            vec!["a".to_string(), "b".to_string()]
+        );
     }
 }

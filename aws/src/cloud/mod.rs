@@ -333,22 +333,28 @@ impl Ec2Cloud {
         Ok(deleted)
     }
 
+    /// The instance profile `class`'s instances launch with: `spec.instanceProfile`, or the
+    /// one made for `spec.role`; `None` when the spec names neither.
+    pub fn instance_profile_of(&self, class: &EC2NodeClass) -> Option<String> {
+        let spec: serde_json::Value = serde_json::from_str(&class.spec_json).ok()?;
+        let source = crate::instance_profile::ProfileSource::from_spec(&spec)?;
+        Some(source.name(
+            &self.shared.settings.cluster_name,
+            &self.shared.clients.region,
+            &class.name,
+        ))
+    }
+
     /// Deletes the instance profiles made for this cluster that no EC2NodeClass launches with
     /// any more and no live instance runs with (by the last listing), and waits for it (`run`
     /// does it when it resolves selector terms again). Returns the names deleted.
     pub fn delete_unused_instance_profiles(&mut self) -> Result<Vec<String>, AwsError> {
-        let settings = &self.shared.settings;
-        let region = &self.shared.clients.region;
         let in_use: BTreeSet<String> = self
             .nodeclasses
             .values()
-            .filter_map(|c| {
-                let spec: serde_json::Value = serde_json::from_str(&c.spec_json).ok()?;
-                let source = crate::instance_profile::ProfileSource::from_spec(&spec)?;
-                Some(source.name(&settings.cluster_name, region, &c.name))
-            })
+            .filter_map(|c| self.instance_profile_of(c))
             .collect();
-        let path = crate::instance_profile::path(&settings.cluster_name);
+        let path = crate::instance_profile::path(&self.shared.settings.cluster_name);
         let deleted = self
             .runtime
             .block_on(crate::instance_profile::delete_unused(

@@ -1,0 +1,120 @@
+//! `dovetail-bench-churn`: the churn rows of issue 20. For each size, writes the churn trace
+//! (`dovetail_bench::churn`) and its NodePool, replays it with `dovetail replay --json` (the
+//! binary beside this one unless `--dovetail` says otherwise), and reports the engine's update
+//! time per epoch (hdrhistogram percentiles), the wall time and the replay's peak RSS.
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+use dovetail_bench::churn::{write_trace, Churn, NODEPOOLS_YAML};
+use serde_json::{json, Value};
+use std::io::BufWriter;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+#[derive(Debug, Parser)]
+#[command(name = "dovetail-bench-churn", version)]
+struct Args {
+    /// Pods created at the start, one replay each.
+    #[arg(long, value_delimiter = ',', default_value = "20000")]
+    sizes: Vec<usize>,
+    #[arg(long, default_value_t = 50)]
+    apps: usize,
+    /// Minutes of one change a second after the start.
+    #[arg(long, default_value_t = 20)]
+    minutes: u64,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// The `dovetail` binary (default: the one beside this binary).
+    #[arg(long)]
+    dovetail: Option<PathBuf>,
+    #[arg(long, default_value = "target/bench-churn")]
+    out: PathBuf,
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    let dovetail = match &args.dovetail {
+        Some(p) => p.clone(),
+        None => std::env::current_exe()?.with_file_name("dovetail"),
+    };
+    if !dovetail.exists() {
+        bail!(
+            "{} not found: build it (`cargo build --release --workspace`) or pass --dovetail",
+            dovetail.display()
+        );
+    }
+    std::fs::create_dir_all(&args.out)?;
+    let nodepools = args.out.join("nodepools.yaml");
+    std::fs::write(&nodepools, NODEPOOLS_YAML)?;
+    let mut rows = Vec::new();
+    for &pods in &args.sizes {
+        let churn = Churn {
+            pods,
+            apps: args.apps,
+            minutes: args.minutes,
+            seed: args.seed,
+        };
+        let trace = args.out.join(format!("churn-{pods}.jsonl"));
+        let stats = {
+            let mut w = BufWriter::new(std::fs::File::create(&trace)?);
+            write_trace(&churn, &mut w)?
+        };
+        eprintln!(
+            "[churn {pods}] trace written: {} pods at the start, {} created and {} deleted later; replaying …",
+            stats.created_at_start, stats.created_later, stats.deleted
+        );
+        let started = Instant::now();
+        // The replay's own progress lines go to the terminal.
+        let out = Command::new(&dovetail)
+            .arg("replay")
+            .arg(&trace)
+            .arg("--nodepools")
+            .arg(&nodepools)
+            .arg("--json")
+            .stderr(Stdio::inherit())
+            .output()
+            .with_context(|| format!("running {}", dovetail.display()))?;
+        if !out.status.success() {
+            bail!("dovetail replay of {}: {}", trace.display(), out.status);
+        }
+        let s: Value = serde_json::from_slice(&out.stdout).context("the replay's JSON")?;
+        let u = &s["engine_update_micros"];
+        let ms = |v: &Value| v.as_f64().unwrap_or(f64::NAN) / 1000.0;
+        let row = json!({
+            "pods": pods,
+            "changes": stats.created_later + stats.deleted,
+            "epochs": s["engine_epochs"],
+            "update_ms": {"p50": ms(&u["p50"]), "p99": ms(&u["p99"]), "max": ms(&u["max"])},
+            "wall_s": started.elapsed().as_secs_f64(),
+            "peak_rss_gib": s["peak_rss_bytes"].as_f64().map(|b| b / (1u64 << 30) as f64),
+            "peak_nodes": s["peak_nodes"],
+            "cost_usd": s["total_cost_usd"],
+            "cost_over_lower_bound": s["cost_over_lower_bound"],
+        });
+        eprintln!("[churn {pods}] {row}");
+        rows.push(row);
+    }
+    let results = args.out.join("results.json");
+    std::fs::write(&results, serde_json::to_string_pretty(&rows)?)?;
+    println!("| pods at start | changes | epochs | update p50 | p99 | max | wall | peak RSS | peak nodes |");
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for r in &rows {
+        println!(
+            "| {} | {} | {} | {:.1} ms | {:.1} ms | {:.0} ms | {:.0} s | {} | {} |",
+            r["pods"],
+            r["changes"],
+            r["epochs"],
+            r["update_ms"]["p50"].as_f64().unwrap_or(f64::NAN),
+            r["update_ms"]["p99"].as_f64().unwrap_or(f64::NAN),
+            r["update_ms"]["max"].as_f64().unwrap_or(f64::NAN),
+            r["wall_s"].as_f64().unwrap_or(f64::NAN),
+            r["peak_rss_gib"]
+                .as_f64()
+                .map_or("—".to_string(), |g| format!("{g:.2} GiB")),
+            r["peak_nodes"],
+        );
+    }
+    eprintln!("results: {}", results.display());
+    Ok(())
+}
