@@ -16,11 +16,12 @@ pub mod solver;
 pub mod types;
 
 use bindings::ClassOutcome;
-use differential_dataflow::VecCollection;
+use differential_dataflow::{AsCollection, VecCollection};
 use dovetail_dataflow::decisions::Decision;
 use dovetail_dataflow::engine::{Epoch, QueryBuilder};
 use dovetail_dataflow::facts::Fact;
 use packing::Packed;
+use timely::dataflow::operators::vec::Partition;
 
 /// Every standing query: provisioning and disruption, facts in, decisions out.
 pub fn standing_queries<'s>(
@@ -59,9 +60,21 @@ pub fn provisioning<'s>(
     build(facts, Halves::Provisioning)
 }
 
-/// The facts of one kind.
-fn split<'s>(facts: VecCollection<'s, Epoch, Fact>, kind: u8) -> VecCollection<'s, Epoch, Fact> {
-    facts.filter(move |f| fact_kind(f) == kind)
+/// How many kinds [`fact_kind`] tells apart.
+const FACT_KINDS: u64 = 12;
+
+/// The facts split by kind in one operator, indexed by [`fact_kind`]: each fact is moved to the
+/// one stream of its kind. A `filter` per kind instead had every fact, whole pods included,
+/// cloned to all twelve filters: replaying 20,000 pods that was a third of the peak heap.
+fn by_kind<'s>(facts: VecCollection<'s, Epoch, Fact>) -> Vec<VecCollection<'s, Epoch, Fact>> {
+    facts
+        .inner
+        .partition(FACT_KINDS, |(f, t, r)| {
+            (u64::from(fact_kind(&f)), (f, t, r))
+        })
+        .into_iter()
+        .map(|s| s.as_collection())
+        .collect()
 }
 
 fn fact_kind(f: &Fact) -> u8 {
@@ -96,30 +109,32 @@ fn build<'s>(
     facts: VecCollection<'s, Epoch, Fact>,
     halves: Halves,
 ) -> VecCollection<'s, Epoch, Decision> {
-    let pods = split(facts.clone(), 0).flat_map(|f| match f {
+    let kinds = by_kind(facts);
+    let split = |kind: usize| kinds[kind].clone();
+    let pods = split(0).flat_map(|f| match f {
         Fact::Pod(p) => Some(p),
         _ => None,
     });
-    let nodes = split(facts.clone(), 1).flat_map(|f| match f {
+    let nodes = split(1).flat_map(|f| match f {
         Fact::Node(n) => Some(n),
         _ => None,
     });
-    let nodepools = split(facts.clone(), 2).flat_map(|f| match f {
+    let nodepools = split(2).flat_map(|f| match f {
         Fact::NodePool(p) => Some(p),
         _ => None,
     });
-    let nodeclasses = split(facts.clone(), 3).flat_map(|f| match f {
+    let nodeclasses = split(3).flat_map(|f| match f {
         Fact::NodeClass(c) => Some(c),
         _ => None,
     });
-    let instance_types = split(facts.clone(), 4).flat_map(|f| match f {
+    let instance_types = split(4).flat_map(|f| match f {
         Fact::InstanceType {
             node_class,
             instance_type,
         } => Some((node_class, instance_type)),
         _ => None,
     });
-    let capacity_errors = split(facts.clone(), 11).flat_map(|f| match f {
+    let capacity_errors = split(11).flat_map(|f| match f {
         Fact::CapacityError {
             offering,
             at_ms,
@@ -129,11 +144,11 @@ fn build<'s>(
     });
     let instance_types =
         offering_availability::offering_availability(instance_types, capacity_errors);
-    let overlays = split(facts.clone(), 5).flat_map(|f| match f {
+    let overlays = split(5).flat_map(|f| match f {
         Fact::Overlay(o) => Some(o),
         _ => None,
     });
-    let daemonsets = split(facts.clone(), 6).flat_map(|f| match f {
+    let daemonsets = split(6).flat_map(|f| match f {
         Fact::DaemonSet(d) => Some(d),
         _ => None,
     });
@@ -188,19 +203,19 @@ fn build<'s>(
     let Halves::Both { poll_ms } = halves else {
         return provisioning;
     };
-    let pdbs = split(facts.clone(), 7).flat_map(|f| match f {
+    let pdbs = split(7).flat_map(|f| match f {
         Fact::Pdb(p) => Some(p),
         _ => None,
     });
-    let interruptions = split(facts.clone(), 8).flat_map(|f| match f {
+    let interruptions = split(8).flat_map(|f| match f {
         Fact::Interruption(i) => Some(i),
         _ => None,
     });
-    let clock = split(facts.clone(), 9).flat_map(|f| match f {
+    let clock = split(9).flat_map(|f| match f {
         Fact::Clock(m) => Some(m),
         _ => None,
     });
-    let gates = split(facts, 10).flat_map(|f| match f {
+    let gates = split(10).flat_map(|f| match f {
         Fact::FeatureGate { name, enabled } => enabled.then_some(name),
         _ => None,
     });
