@@ -13,22 +13,14 @@ use live_cluster::{
     assert_valid_against_the_crds, condition, eventually, Launched, LiveCluster, NO_HTTP,
 };
 use serde_json::Value;
+use std::process::Command;
 
 #[test]
 fn a_pending_pod_gets_an_ec2_instance_that_registers_and_is_terminated_when_empty() {
-    let ec2 = Peer::start_with(&["--seed-network", "my-cluster"]);
-    let c = LiveCluster::start("run-kube-aws");
-    c.create_nodeclass("my-cluster");
-    c.create_nodepool();
-    c.create_unschedulable_pod("web-1");
+    let (ec2, c) = cluster_with_web_1("run-kube-aws");
 
-    let summary = c.dir.join("summary.json");
-    let mut controller = c
-        .dovetail_at_moto(&ec2, "my-cluster", "30s")
+    let mut controller = run_at_moto(&c, &ec2, "summary", "30s")
         .args(["--consolidation-validation", "1s"])
-        .args(NO_HTTP)
-        .arg("--summary")
-        .arg(&summary)
         .spawn()
         .expect("start dovetail run");
 
@@ -85,8 +77,7 @@ fn a_pending_pod_gets_an_ec2_instance_that_registers_and_is_terminated_when_empt
     c.assert_rbac_covers_the_controller();
     assert_eq!(ec2.count_calls("CreateFleet"), 1, "nothing launched twice");
     assert!(ec2.count_calls("TerminateInstances") >= 1);
-    let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary).expect("the summary"))
-        .expect("JSON");
+    let s = summary(&c, "summary");
     assert_eq!(s["instances"]["launched"], 1, "{s}");
     assert_eq!(s["instances"]["running"], 0, "{s}");
     assert_eq!(s["cluster_name"], "my-cluster", "{s}");
@@ -95,17 +86,10 @@ fn a_pending_pod_gets_an_ec2_instance_that_registers_and_is_terminated_when_empt
 
 #[test]
 fn a_standby_takes_over_a_launch_without_launching_again() {
-    let ec2 = Peer::start_with(&["--seed-network", "my-cluster"]);
-    let c = LiveCluster::start("run-kube-handover");
-    c.create_nodeclass("my-cluster");
-    c.create_nodepool();
-    c.create_unschedulable_pod("web-1");
+    let (ec2, c) = cluster_with_web_1("run-kube-handover");
     let replica = |name: &str, seconds: &str| {
-        c.dovetail_at_moto(&ec2, "my-cluster", seconds)
+        run_at_moto(&c, &ec2, name, seconds)
             .args(["--leader-lease-duration", "3s"])
-            .args(NO_HTTP)
-            .arg("--summary")
-            .arg(c.dir.join(format!("{name}.json")))
             .env("POD_NAME", name)
             .spawn()
             .expect("start dovetail run")
@@ -122,10 +106,7 @@ fn a_standby_takes_over_a_launch_without_launching_again() {
     let status = second.wait().expect("the second replica ends");
     assert!(status.success(), "{status}");
     assert_eq!(ec2.count_calls("CreateFleet"), 1, "nothing launched twice");
-    let s: Value = serde_json::from_str(
-        &std::fs::read_to_string(c.dir.join("second.json")).expect("the summary"),
-    )
-    .expect("JSON");
+    let s = summary(&c, "second");
     assert_eq!(s["kubernetes"]["nodeclaims_read_back"], 1, "{s}");
     assert_eq!(s["instances"]["launched"], 0, "{s}");
     assert_eq!(s["instances"]["running"], 1, "{s}");
@@ -133,11 +114,7 @@ fn a_standby_takes_over_a_launch_without_launching_again() {
 
 #[test]
 fn a_node_that_never_registers_is_given_up() {
-    let ec2 = Peer::start_with(&["--seed-network", "my-cluster"]);
-    let c = LiveCluster::start("run-kube-ttl");
-    c.create_nodeclass("my-cluster");
-    c.create_nodepool();
-    c.create_unschedulable_pod("web-1");
+    let (ec2, c) = cluster_with_web_1("run-kube-ttl");
     let mut controller = c
         .dovetail_at_moto(&ec2, "my-cluster", "20s")
         .args(["--registration-ttl", "3s", "--no-leader-elect"])
@@ -193,17 +170,10 @@ fn a_node_that_never_registers_is_given_up() {
 /// same time, and nothing about the NodeClaim is written again.
 #[test]
 fn a_restarted_controller_keeps_its_nodeclaims_condition_times() {
-    let ec2 = Peer::start_with(&["--seed-network", "my-cluster"]);
-    let c = LiveCluster::start("run-kube-restart");
-    c.create_nodeclass("my-cluster");
-    c.create_nodepool();
-    c.create_unschedulable_pod("web-1");
+    let (ec2, c) = cluster_with_web_1("run-kube-restart");
     let run = |name: &str, seconds: &str| {
-        c.dovetail_at_moto(&ec2, "my-cluster", seconds)
+        run_at_moto(&c, &ec2, name, seconds)
             .arg("--no-leader-elect")
-            .args(NO_HTTP)
-            .arg("--summary")
-            .arg(c.dir.join(format!("{name}.json")))
             .spawn()
             .expect("start dovetail run")
     };
@@ -221,10 +191,7 @@ fn a_restarted_controller_keeps_its_nodeclaims_condition_times() {
 
     let status = run("second", "8s").wait().expect("the second run ends");
     assert!(status.success(), "{status}");
-    let s: Value = serde_json::from_str(
-        &std::fs::read_to_string(c.dir.join("second.json")).expect("the summary"),
-    )
-    .expect("JSON");
+    let s = summary(&c, "second");
     assert_eq!(s["kubernetes"]["nodeclaims_read_back"], 1, "{s}");
     let after = serde_json::to_value(
         c.rt.block_on(c.claims.get(&launched.name))
@@ -248,4 +215,31 @@ fn a_restarted_controller_keeps_its_nodeclaims_condition_times() {
         before["status"]["lastPodEventTime"]
     );
     assert_eq!(ec2.count_calls("CreateFleet"), 1, "nothing launched twice");
+}
+
+/// moto with `my-cluster`'s network, and a cluster with NodePool `general`, an EC2NodeClass
+/// selecting that network, and the unschedulable pod `web-1`.
+fn cluster_with_web_1(test: &str) -> (Peer, LiveCluster) {
+    let ec2 = Peer::start_with(&["--seed-network", "my-cluster"]);
+    let c = LiveCluster::start(test);
+    c.create_nodeclass("my-cluster");
+    c.create_nodepool();
+    c.create_unschedulable_pod("web-1");
+    (ec2, c)
+}
+
+/// `dovetail run` at moto for `my-cluster` until `run_for`, without HTTP, writing its summary
+/// to `NAME.json` in the test's folder ([`summary`] reads it).
+fn run_at_moto(c: &LiveCluster, ec2: &Peer, name: &str, run_for: &str) -> Command {
+    let mut cmd = c.dovetail_at_moto(ec2, "my-cluster", run_for);
+    cmd.args(NO_HTTP)
+        .arg("--summary")
+        .arg(c.dir.join(format!("{name}.json")));
+    cmd
+}
+
+/// The summary the controller `name` wrote.
+fn summary(c: &LiveCluster, name: &str) -> Value {
+    let text = std::fs::read_to_string(c.dir.join(format!("{name}.json"))).expect("the summary");
+    serde_json::from_str(&text).expect("JSON")
 }
