@@ -1,6 +1,8 @@
 //! The scenarios: a cold solve at each size, then, at the largest size, single-pod changes
 //! applied incrementally and, for a sample of the states they reach, the same state computed by a
-//! fresh engine from nothing.
+//! fresh engine from nothing. Packing is sticky (a change starts from the last plan), so the two
+//! need not agree: a sample checks that every pod still has exactly one decision, and compares
+//! what the two plans cost.
 
 use crate::workload::{infrastructure, Workload};
 use anyhow::{Context, Result};
@@ -158,13 +160,25 @@ pub struct Changes {
     pub mean_launch_diffs: f64,
     /// Of those, Binding and Unschedulable diffs.
     pub mean_binding_diffs: f64,
+    /// The most decisions one change moved.
+    #[serde(default)]
+    pub max_decision_diffs: usize,
     pub from_scratch: Percentiles,
     /// From-scratch median over incremental median.
     pub ratio_p50: f64,
     pub checks: usize,
     /// Samples where the incremental engine's decisions equal the fresh engine's.
     pub agreeing: usize,
-    /// A description of each disagreement (at most five).
+    /// Samples where the incremental engine gives every pending pod exactly one decision.
+    #[serde(default)]
+    pub sound: usize,
+    /// Per sample, the incremental plan's launch price over the fresh engine's: what sticky
+    /// packing costs. The mean and the largest.
+    #[serde(default)]
+    pub mean_cost_vs_scratch: f64,
+    #[serde(default)]
+    pub max_cost_vs_scratch: f64,
+    /// A description of each unsound sample (at most five).
     pub disagreements: Vec<String>,
     /// The sanity counts of the final state.
     pub final_tally: Tally,
@@ -293,6 +307,9 @@ fn run_changes(
     let mut binding_diffs = 0usize;
     let mut checks = 0;
     let mut agreeing = 0;
+    let mut sound = 0;
+    let mut max_diffs = 0usize;
+    let mut cost_ratios: Vec<f64> = Vec::new();
     let mut disagreements = Vec::new();
     let mut epoch = engine.epoch();
     for i in 0..settings.changes {
@@ -312,6 +329,7 @@ fn run_changes(
             .context("advancing the engine")?;
         let us = micros(t);
         diffs_total += diffs.len();
+        max_diffs = max_diffs.max(diffs.len());
         for (d, _) in &diffs {
             match d {
                 Decision::Launch(_) => launch_diffs += 1,
@@ -330,20 +348,34 @@ fn run_changes(
             scratch.saturating_record(scratch_us);
             checks += 1;
             let (a, b) = (engine.decisions(), fresh.decisions());
+            let (ta, tb) = (Tally::of(&a, &live), Tally::of(&b, &live));
+            let cost = if tb.launch_price_per_hour > 0.0 {
+                ta.launch_price_per_hour / tb.launch_price_per_hour
+            } else {
+                1.0
+            };
+            cost_ratios.push(cost);
             if a == b {
                 agreeing += 1;
+            }
+            let is_sound = ta.unaccounted == 0 && ta.duplicated == 0;
+            if is_sound {
+                sound += 1;
             } else if disagreements.len() < 5 {
                 disagreements.push(format!(
-                    "after change {}: {}",
+                    "after change {}: {} pods unaccounted for, {} with two decisions ({})",
                     i + 1,
+                    ta.unaccounted,
+                    ta.duplicated,
                     describe_difference(&a, &b)
                 ));
             }
             println!(
-                "    from scratch after change {}: {:.3} s, decisions {}",
+                "    from scratch after change {}: {:.3} s; incremental {}, costs {cost:.3}x from scratch{}",
                 i + 1,
                 scratch_us as f64 / 1e6,
-                if a == b { "agree" } else { "DIFFER" }
+                if is_sound { "sound" } else { "UNSOUND" },
+                if a == b { " (identical)" } else { "" }
             );
         }
         if (i + 1) % progress_every == 0 {
@@ -371,8 +403,14 @@ fn run_changes(
             0.0
         }
     };
+    let mean_cost = if cost_ratios.is_empty() {
+        0.0
+    } else {
+        cost_ratios.iter().sum::<f64>() / cost_ratios.len() as f64
+    };
+    let max_cost = cost_ratios.iter().copied().fold(0.0f64, f64::max);
     println!(
-        "changes ({workers} worker(s)): incremental p50 {:.1} ms, from scratch p50 {:.1} ms, ratio {ratio_p50:.1}x; {agreeing}/{checks} checks agree",
+        "changes ({workers} worker(s)): incremental p50 {:.1} ms, from scratch p50 {:.1} ms, ratio {ratio_p50:.1}x; {sound}/{checks} samples sound, cost {mean_cost:.3}x from scratch (max {max_cost:.3}x)",
         incremental.p50_us as f64 / 1e3,
         from_scratch.p50_us as f64 / 1e3
     );
@@ -387,10 +425,14 @@ fn run_changes(
         mean_decision_diffs: per_change(diffs_total),
         mean_launch_diffs: per_change(launch_diffs),
         mean_binding_diffs: per_change(binding_diffs),
+        max_decision_diffs: max_diffs,
         from_scratch,
         ratio_p50,
         checks,
         agreeing,
+        sound,
+        mean_cost_vs_scratch: mean_cost,
+        max_cost_vs_scratch: max_cost,
         disagreements,
         final_tally,
     })

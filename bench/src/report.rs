@@ -99,19 +99,22 @@ pub fn tables(settings: &Settings, results: &Results, notes: &[String]) -> Strin
                 );
             }
         }
-        let _ = writeln!(s, "\n| workers | from-scratch p50 / incremental p50 | incremental == from scratch | decision diffs per change (launches, bindings) | final: bound / unschedulable / unaccounted |");
-        let _ = writeln!(s, "|---:|---:|---:|---:|---|");
+        let _ = writeln!(s, "\n| workers | from-scratch p50 / incremental p50 | samples sound | cost vs from scratch: mean (max) | decision diffs per change: mean (launches, bindings), max | final: bound / unschedulable / unaccounted |");
+        let _ = writeln!(s, "|---:|---:|---:|---:|---:|---|");
         for c in &results.changes {
             let _ = writeln!(
                 s,
-                "| {} | {:.1}x | {}/{} | {:.1} ({:.1}, {:.1}) | {} / {} / {} |",
+                "| {} | {:.1}x | {}/{} | {:.3}x ({:.3}x) | {:.1} ({:.1}, {:.1}), {} | {} / {} / {} |",
                 c.workers,
                 c.ratio_p50,
-                c.agreeing,
+                c.sound,
                 c.checks,
+                c.mean_cost_vs_scratch,
+                c.max_cost_vs_scratch,
                 c.mean_decision_diffs,
                 c.mean_launch_diffs,
                 c.mean_binding_diffs,
+                c.max_decision_diffs,
                 c.final_tally.bound,
                 c.final_tally.unschedulable,
                 c.final_tally.unaccounted
@@ -119,7 +122,7 @@ pub fn tables(settings: &Settings, results: &Results, notes: &[String]) -> Strin
         }
         for c in &results.changes {
             for d in &c.disagreements {
-                let _ = writeln!(s, "\n- {} worker(s), DISAGREEMENT {d}", c.workers);
+                let _ = writeln!(s, "\n- {} worker(s), UNSOUND {d}", c.workers);
             }
         }
         let _ = writeln!(

@@ -29,6 +29,11 @@ pub trait Maintained: 'static {
     /// evaluation: the state remembers what it answered, so that it can tell what changed
     /// without rebuilding (or even comparing) the records that did not.
     fn evaluate(&mut self, changes: &mut Vec<(Self::Out, isize)>);
+    /// Whether the state holds nothing and answered nothing, so a [`maintain_by_key`] operator
+    /// may forget it.
+    fn is_empty(&self) -> bool {
+        false
+    }
 }
 
 /// What changed between two answers given as record counts (the simple way to implement
@@ -92,6 +97,76 @@ pub fn maintain<'s, M: Maintained>(
                         for (out, diff) in changed.drain(..) {
                             if diff != 0 {
                                 session.give((out, time, diff));
+                            }
+                        }
+                    }
+                }
+            },
+        )
+        .as_collection()
+}
+
+/// Runs one `fresh()` state per key over `input`, which carries `(key, record)`: each key's state
+/// sees only its own records and is evaluated only at epochs that changed them. Keys are spread
+/// over the workers by hash, so the query runs on all of them.
+pub fn maintain_by_key<'s, K, M, F>(
+    input: VecCollection<'s, Epoch, (K, M::In)>,
+    name: &str,
+    fresh: F,
+) -> VecCollection<'s, Epoch, M::Out>
+where
+    K: differential_dataflow::ExchangeData + Hash + Eq,
+    M: Maintained,
+    F: Fn() -> M + 'static,
+{
+    input
+        .inner
+        .unary_frontier(
+            Exchange::new(|((k, _), _, _): &((K, M::In), Epoch, isize)| {
+                crate::stable_hash::stable_hash(k)
+            }),
+            name,
+            move |_capability, _info| {
+                let mut pending: Pending<(K, M::In)> = BTreeMap::new();
+                let mut states: HashMap<K, M> = HashMap::new();
+                let mut changed = Vec::new();
+                move |(input, frontier), output| {
+                    input.for_each(|cap, data| {
+                        for (record, time, diff) in data.drain(..) {
+                            pending
+                                .entry(time)
+                                .or_insert_with(|| (cap.delayed(&time, 0), Vec::new()))
+                                .1
+                                .push((record, diff));
+                        }
+                    });
+                    while let Some(entry) = pending.first_entry() {
+                        if frontier.less_equal(entry.key()) {
+                            break;
+                        }
+                        let (time, (cap, updates)) = entry.remove_entry();
+                        let mut touched: std::collections::HashSet<K> =
+                            std::collections::HashSet::new();
+                        for ((key, record), diff) in updates {
+                            states
+                                .entry(key.clone())
+                                .or_insert_with(&fresh)
+                                .update(record, diff);
+                            touched.insert(key);
+                        }
+                        let mut session = output.session(&cap);
+                        for key in touched {
+                            let Some(state) = states.get_mut(&key) else {
+                                continue;
+                            };
+                            state.evaluate(&mut changed);
+                            for (out, diff) in changed.drain(..) {
+                                if diff != 0 {
+                                    session.give((out, time, diff));
+                                }
+                            }
+                            if state.is_empty() {
+                                states.remove(&key);
                             }
                         }
                     }

@@ -7,17 +7,30 @@
 //! NodePool limits are charged with the largest candidate type, as Karpenter does.
 //!
 //! It runs per packing group (`packing_groups`): classes that share no NodePool, no existing
-//! node and no topology term cannot affect each other, so a change re-plans only its group, at
-//! O(classes × bins) of that group, not O(pods). The lower bound is summed over the groups.
+//! node and no topology term cannot affect each other. Within a group the plan is sticky, as
+//! Karpenter's nominations are: a change starts from the last plan (`solver::seed`), so a pod
+//! more goes into a planned NodeClaim with room or a new one, and a pod less leaves slack,
+//! instead of shifting every later bin. The waste this leaves is repaired by packing the group
+//! from nothing again once the copies added and removed since the last such packing pass a
+//! tenth of the group's pods, or when its NodePools change. The lower bound is summed over the
+//! groups.
 
 use crate::packing_groups::{GroupId, Member, NodeSignature};
-use crate::solver::{solve, ClassInput, Failure, SolverInput};
+use crate::solver::{solve, ClassInput, Failure, Previous, SolverInput};
 use crate::types::{ClassId, ClassMembers, Compatibility, NodeState, PodClass, PoolTypes};
 use differential_dataflow::VecCollection;
 use dovetail_dataflow::decisions::{Launch, Placement};
 use dovetail_dataflow::engine::Epoch;
+use dovetail_dataflow::maintained::{changes, maintain_by_key, Maintained};
 use dovetail_dataflow::model::Price;
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+/// Copies added and removed since the group was last packed from nothing, as a share of its
+/// pending pods, past which it is packed from nothing again.
+const REPACK_SHARE: f64 = 0.1;
+/// ... and never more often than every this many copies (a small group repacks cheaply anyway).
+const REPACK_MIN: i64 = 64;
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 enum Part {
@@ -70,53 +83,11 @@ pub fn packing<'s>(
     let nodes = nodes
         .map(|(_, n)| (NodeSignature::of(&n.node).id(), n))
         .join_map(node_groups, |_, n, g| (*g, Part::Node(n.clone())));
-    let packed = pools
-        .concat(nodes)
-        .concat(classes)
-        .reduce_named("Packing", |_group, parts, out| {
-            let mut input = SolverInput {
-                pools: Vec::new(),
-                classes: Vec::new(),
-                nodes: Vec::new(),
-                bystanders: Vec::new(),
-            };
-            for (part, _) in parts {
-                match part {
-                    Part::Pool(p) => input.pools.push(p),
-                    Part::Node(n) => input.nodes.push(n),
-                    Part::Class(id, class, count, compat) => input.classes.push(ClassInput {
-                        id: *id,
-                        class,
-                        count: *count,
-                        compat,
-                    }),
-                }
-            }
-            let solved = solve(input);
-            for l in solved.launches {
-                out.push((Packed::Launch(l), 1));
-            }
-            for p in solved.placements {
-                out.push((Packed::Placement(p), 1));
-            }
-            for Failure {
-                class,
-                count,
-                reason,
-            } in solved.failures
-            {
-                out.push((
-                    Packed::Failure {
-                        class,
-                        count,
-                        reason,
-                    },
-                    1,
-                ));
-            }
-            out.push((Packed::LowerBound(solved.lower_bound), 1));
-        })
-        .map(|(_, p)| p);
+    let packed = maintain_by_key(
+        pools.concat(nodes).concat(classes),
+        "Packing",
+        GroupPlan::default,
+    );
     let bound = packed
         .clone()
         .flat_map(|p| match p {
@@ -131,4 +102,124 @@ pub fn packing<'s>(
     packed
         .filter(|p| !matches!(p, Packed::LowerBound(_)))
         .concat(bound)
+}
+
+/// One packing group's input and the plan it was last answered with.
+#[derive(Default)]
+struct GroupPlan {
+    parts: HashMap<Part, isize>,
+    answered: HashMap<Packed, isize>,
+    launches: Vec<Launch>,
+    placements: Vec<Placement>,
+    /// Whether a NodePool record changed since the last evaluation.
+    pools_changed: bool,
+    /// Pending copies per class at the last evaluation.
+    counts: HashMap<ClassId, i64>,
+    /// Copies added and removed since the group was last packed from nothing.
+    drift: i64,
+}
+
+impl Maintained for GroupPlan {
+    type In = Part;
+    type Out = Packed;
+
+    fn update(&mut self, part: Part, diff: isize) {
+        if matches!(part, Part::Pool(_)) {
+            self.pools_changed = true;
+        }
+        match self.parts.get_mut(&part) {
+            Some(n) => {
+                *n += diff;
+                if *n == 0 {
+                    self.parts.remove(&part);
+                }
+            }
+            None => {
+                self.parts.insert(part, diff);
+            }
+        }
+    }
+
+    fn evaluate(&mut self, out: &mut Vec<(Packed, isize)>) {
+        let mut input = SolverInput {
+            pools: Vec::new(),
+            classes: Vec::new(),
+            nodes: Vec::new(),
+            bystanders: Vec::new(),
+            previous: None,
+        };
+        let mut counts = HashMap::new();
+        for (part, n) in &self.parts {
+            if *n <= 0 {
+                continue;
+            }
+            match part {
+                Part::Pool(p) => input.pools.push(p),
+                Part::Node(n) => input.nodes.push(n),
+                Part::Class(id, class, count, compat) => {
+                    counts.insert(*id, *count);
+                    input.classes.push(ClassInput {
+                        id: *id,
+                        class,
+                        count: *count,
+                        compat,
+                    })
+                }
+            }
+        }
+        for (id, n) in &counts {
+            self.drift += (n - self.counts.get(id).copied().unwrap_or(0)).abs();
+        }
+        for (id, n) in &self.counts {
+            if !counts.contains_key(id) {
+                self.drift += n;
+            }
+        }
+        let pending: i64 = counts.values().sum();
+        let repack = self.pools_changed
+            || self.answered.is_empty()
+            || self.drift as f64 > (REPACK_SHARE * pending as f64).max(REPACK_MIN as f64);
+        if repack {
+            self.drift = 0;
+        } else {
+            input.previous = Some(Previous {
+                launches: &self.launches,
+                placements: &self.placements,
+            });
+        }
+        let solved = solve(input);
+        let mut now: HashMap<Packed, isize> = HashMap::new();
+        for l in &solved.launches {
+            now.insert(Packed::Launch(l.clone()), 1);
+        }
+        for p in &solved.placements {
+            now.insert(Packed::Placement(p.clone()), 1);
+        }
+        for Failure {
+            class,
+            count,
+            reason,
+        } in solved.failures
+        {
+            *now.entry(Packed::Failure {
+                class,
+                count,
+                reason,
+            })
+            .or_insert(0) += 1;
+        }
+        if !self.parts.is_empty() {
+            now.insert(Packed::LowerBound(solved.lower_bound), 1);
+        }
+        changes(&self.answered, &now, out);
+        self.answered = now;
+        self.launches = solved.launches;
+        self.placements = solved.placements;
+        self.counts = counts;
+        self.pools_changed = false;
+    }
+
+    fn is_empty(&self) -> bool {
+        self.parts.is_empty() && self.answered.is_empty()
+    }
 }

@@ -934,6 +934,7 @@ impl<'a> World<'a> {
                 .collect(),
             nodes,
             bystanders,
+            previous: None,
         })
     }
 }
@@ -1083,6 +1084,7 @@ mod tests {
                 .filter(|n| !removed.contains(n.node.name.as_str()))
                 .collect(),
             bystanders: Vec::new(),
+            previous: None,
         })
     }
 

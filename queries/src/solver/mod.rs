@@ -15,7 +15,10 @@
 
 mod bin;
 mod launch;
+mod seed;
 pub mod topology;
+
+pub use seed::{executes, Previous};
 
 use crate::types::{ClassId, Compatibility, NodeState, PodClass, PoolTypes};
 use bin::{Bin, BinKind};
@@ -42,6 +45,8 @@ pub struct SolverInput<'a> {
     /// Nodes that take no pods in this run but still count against NodePool limits (a
     /// disruption simulation leaves out nodes that cannot help, yet they still exist).
     pub bystanders: Vec<&'a NodeState>,
+    /// The plan made last time, to start from (`None`: pack from nothing).
+    pub previous: Option<Previous<'a>>,
 }
 
 /// Copies of a class that could not be placed, with the reason.
@@ -79,6 +84,9 @@ struct Solver<'a> {
     limits: Vec<Option<BTreeMap<String, Milli>>>,
     bins: Vec<Bin>,
     failures: Vec<Failure>,
+    /// Names a new launch must not take: the nodes', their NodeClaims', and the launches
+    /// planned last time (see [`executes`]).
+    taken: BTreeSet<String>,
 }
 
 /// Runs the packing.
@@ -101,8 +109,12 @@ pub fn solve(input: SolverInput<'_>) -> SolverOutput {
     let mut nodes = input.nodes;
     nodes.sort_by(|a, b| a.node.name.cmp(&b.node.name));
     let mut solver = Solver::new(pools, classes, nodes, &input.bystanders);
-    for ci in 0..solver.classes.len() {
-        solver.place_class_relaxing(ci);
+    let seeded = match input.previous {
+        Some(previous) => solver.seed(previous),
+        None => vec![0; solver.classes.len()],
+    };
+    for (ci, seeded) in seeded.into_iter().enumerate() {
+        solver.place_class_relaxing(ci, solver.classes[ci].count - seeded);
     }
     solver.finish()
 }
@@ -176,9 +188,13 @@ impl<'a> Solver<'a> {
         }
         let mut group_totals = vec![0i64; topo.groups.len()];
         let mut bins = Vec::with_capacity(nodes.len());
+        let mut taken = BTreeSet::new();
         for (i, n) in nodes.iter().enumerate() {
+            taken.insert(n.node.name.clone());
+            taken.extend(n.node.nodeclaim.clone());
             let mut bin = Bin {
                 kind: BinKind::Existing { node: i },
+                name: None,
                 used: n.used.clone(),
                 headroom: (0, 0),
                 classes: Vec::new(),
@@ -232,6 +248,7 @@ impl<'a> Solver<'a> {
             limits,
             bins,
             failures: Vec::new(),
+            taken,
         };
         for b in 0..solver.bins.len() {
             solver.refresh_headroom(b);
@@ -291,8 +308,8 @@ impl<'a> Solver<'a> {
     /// Places the class's copies holding its preferences as constraints; the copies that fail
     /// are tried again with the next preference dropped (Karpenter relaxes a pod one step per
     /// failed attempt), and only the last attempt's failures stand.
-    fn place_class_relaxing(&mut self, ci: usize) {
-        let mut left = self.classes[ci].count;
+    fn place_class_relaxing(&mut self, ci: usize, copies: i64) {
+        let mut left = copies;
         loop {
             let mark = self.failures.len();
             self.place_class(ci, left);
@@ -910,6 +927,7 @@ impl<'a> Solver<'a> {
                     types: candidates,
                     requirements,
                 },
+                name: None,
                 used: Resources::default(),
                 headroom: (i64::MAX, i64::MAX),
                 classes: Vec::new(),
@@ -921,20 +939,8 @@ impl<'a> Solver<'a> {
             match self.fit(b, ci, reqs, left, true) {
                 Some(fit) => {
                     let copies = fit.copies;
-                    // Karpenter charges a NodePool's limits with the largest candidate type.
-                    if let Some(limits) = self.limits[p].as_mut() {
-                        for (r, v) in limits.iter_mut() {
-                            let largest = fit
-                                .types
-                                .iter()
-                                .filter_map(|&t| pool.types.get(t as usize))
-                                .map(|pt| pt.instance_type.capacity.get(r))
-                                .max()
-                                .unwrap_or(0);
-                            *v -= largest;
-                        }
-                    }
                     self.commit(b, ci, fit);
+                    self.charge_limits(b);
                     return Some(copies);
                 }
                 None => {
@@ -945,7 +951,52 @@ impl<'a> Solver<'a> {
         None
     }
 
-    fn finish(self) -> SolverOutput {
+    /// Charges a planned bin's NodePool limits with its largest candidate type, as Karpenter
+    /// does.
+    fn charge_limits(&mut self, b: usize) {
+        let BinKind::New { pool, types, .. } = &self.bins[b].kind else {
+            return;
+        };
+        let pool_types = &self.pools[*pool].types;
+        let Some(limits) = self.limits[*pool].as_mut() else {
+            return;
+        };
+        for (r, v) in limits.iter_mut() {
+            let largest = types
+                .iter()
+                .filter_map(|&t| pool_types.get(t as usize))
+                .map(|pt| pt.instance_type.capacity.get(r))
+                .max()
+                .unwrap_or(0);
+            *v -= largest;
+        }
+    }
+
+    /// `name`, or a name derived from it, that no node, NodeClaim or other launch has, and
+    /// that no existing NodeClaim could be mistaken to execute.
+    fn claim_name(&mut self, name: String) -> String {
+        let free = |taken: &BTreeSet<String>, n: &str| {
+            !taken.contains(n)
+                && !taken
+                    .range(format!("{n}-")..)
+                    .take_while(|t| t.starts_with(n))
+                    .any(|t| executes(t, n))
+        };
+        let mut candidate = name.clone();
+        let mut salt = 1u32;
+        while !free(&self.taken, &candidate) {
+            let (prefix, _) = name.rsplit_once('-').unwrap_or((name.as_str(), ""));
+            candidate = format!(
+                "{prefix}-{:010x}",
+                dovetail_dataflow::stable_hash::stable_hash(&(&name, salt)) & 0xff_ffff_ffff
+            );
+            salt += 1;
+        }
+        self.taken.insert(candidate.clone());
+        candidate
+    }
+
+    fn finish(mut self) -> SolverOutput {
         let mut out = SolverOutput {
             failures: self.failures.clone(),
             ..Default::default()
@@ -953,7 +1004,8 @@ impl<'a> Solver<'a> {
         let mut bound: BTreeMap<String, f64> = BTreeMap::new();
         let mut ordinals: BTreeMap<u64, u32> = BTreeMap::new();
         let mut order: BTreeMap<ClassId, u32> = BTreeMap::new();
-        for bin in &self.bins {
+        let bins = std::mem::take(&mut self.bins);
+        for bin in &bins {
             if bin.classes.is_empty() {
                 continue;
             }
@@ -964,7 +1016,7 @@ impl<'a> Solver<'a> {
                     types,
                     requirements,
                 } => {
-                    let l = launch::launch(
+                    let mut l = launch::launch(
                         self.pools[*pool],
                         types,
                         requirements,
@@ -972,6 +1024,10 @@ impl<'a> Solver<'a> {
                         &self.classes,
                         &mut ordinals,
                     );
+                    l.name = match &bin.name {
+                        Some(kept) => kept.clone(),
+                        None => self.claim_name(l.name),
+                    };
                     let name = l.name.clone();
                     out.launches.push(l);
                     name

@@ -1,0 +1,277 @@
+//! Seeding a packing with the plan it made last time, so that a change moves only what it
+//! touches.
+//!
+//! Karpenter never re-packs capacity it has decided: pods nominated to a NodeClaim stay there
+//! while it launches, and consolidation repairs waste later. Likewise the previous plan's
+//! placements and launches are taken as given here, trimmed to the pods still pending, and only
+//! the copies left over (new pods, or pods whose place is gone or full) are packed afresh, into
+//! the room those bins have left before any new NodeClaim is opened.
+
+use super::bin::{Bin, BinKind};
+use super::{Fit, Solver};
+use crate::types::ClassId;
+use dovetail_dataflow::decisions::{Launch, Placement};
+use dovetail_dataflow::model::labels::INSTANCE_TYPE;
+use dovetail_dataflow::model::taints::first_untolerated;
+use dovetail_dataflow::model::Resources;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// The plan a packing made last time: what the new one starts from.
+#[derive(Debug, Clone, Copy)]
+pub struct Previous<'a> {
+    pub launches: &'a [Launch],
+    pub placements: &'a [Placement],
+}
+
+/// Where a previous placement's copies are now.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Target {
+    /// An existing node or in-flight NodeClaim (index into the solver's nodes). A launch
+    /// whose NodeClaim now exists lands here too.
+    Node(usize),
+    /// A launch still planned (index into the previous launches).
+    Launch(usize),
+}
+
+/// Whether NodeClaim `claim` executes the launch named `launch`: it has its name, or the
+/// actuator had to suffix it (`name-2`, …) because a NodeClaim of that name existed.
+pub fn executes(claim: &str, launch: &str) -> bool {
+    claim == launch
+        || claim.strip_prefix(launch).is_some_and(|rest| {
+            rest.strip_prefix('-')
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        })
+}
+
+impl Solver<'_> {
+    /// Puts the previous plan's copies back where they were, as far as they still fit, and
+    /// returns how many copies of each class (by index) were put back. Copies beyond a class's
+    /// pending count are dropped first from the launches holding the fewest pods, so that
+    /// removals empty NodeClaims rather than thin them all.
+    pub(super) fn seed(&mut self, previous: Previous<'_>) -> Vec<i64> {
+        let class_index: HashMap<ClassId, usize> = self
+            .classes
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.id, i))
+            .collect();
+        let launch_index: HashMap<&str, usize> = previous
+            .launches
+            .iter()
+            .enumerate()
+            .map(|(i, l)| (l.name.as_str(), i))
+            .collect();
+        let node_index: HashMap<&str, usize> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.node.name.as_str(), i))
+            .collect();
+        // A launch whose NodeClaim exists is that node now.
+        let mut executed: HashMap<usize, usize> = HashMap::new();
+        for (ni, n) in self.nodes.iter().enumerate() {
+            let Some(claim) = n.node.nodeclaim.as_deref() else {
+                continue;
+            };
+            for (li, l) in previous.launches.iter().enumerate() {
+                if executes(claim, &l.name) {
+                    executed.entry(li).or_insert(ni);
+                }
+            }
+        }
+        let launch_pods: Vec<i64> = previous
+            .launches
+            .iter()
+            .map(|l| l.pods_by_class.iter().map(|(_, n)| n).sum())
+            .collect();
+
+        // Per class: (target, copies) in the previous placements' order.
+        let mut held: Vec<Vec<(Target, i64)>> = vec![Vec::new(); self.classes.len()];
+        let mut placements: Vec<&Placement> = previous.placements.iter().collect();
+        placements.sort_by_key(|p| (p.class, p.order));
+        for p in placements {
+            let Some(&ci) = class_index.get(&p.class) else {
+                continue;
+            };
+            let target = match (
+                node_index.get(p.target.as_str()),
+                launch_index.get(p.target.as_str()),
+            ) {
+                (Some(&ni), _) => Target::Node(ni),
+                (None, Some(&li)) => match executed.get(&li) {
+                    Some(&ni) => Target::Node(ni),
+                    None => Target::Launch(li),
+                },
+                (None, None) => continue,
+            };
+            if p.count > 0 {
+                held[ci].push((target, p.count));
+            }
+        }
+        for (ci, list) in held.iter_mut().enumerate() {
+            let mut excess = list.iter().map(|(_, n)| n).sum::<i64>() - self.classes[ci].count;
+            if excess <= 0 {
+                continue;
+            }
+            // Launches holding the fewest pods give theirs up first; nodes last.
+            let mut by_priority: Vec<usize> = (0..list.len()).collect();
+            by_priority.sort_by_key(|&i| match list[i].0 {
+                Target::Launch(li) => (0, launch_pods[li], std::cmp::Reverse(i)),
+                Target::Node(_) => (1, 0, std::cmp::Reverse(i)),
+            });
+            for i in by_priority {
+                let take = excess.min(list[i].1);
+                list[i].1 -= take;
+                excess -= take;
+                if excess == 0 {
+                    break;
+                }
+            }
+            list.retain(|(_, n)| *n > 0);
+        }
+
+        let mut seeded = vec![0i64; self.classes.len()];
+        // Existing nodes first, as far as their room still allows (a pod planned there may have
+        // been bound somewhere else, or the node filled up).
+        for (ci, list) in held.iter().enumerate() {
+            for &(target, copies) in list {
+                if let Target::Node(ni) = target {
+                    let k = self.room_on_node(ni, ci, copies);
+                    if k > 0 {
+                        self.commit(ni, ci, node_fit(k));
+                        seeded[ci] += k;
+                    }
+                }
+            }
+        }
+        // Then the planned launches, each rebuilt as a bin with the types it had.
+        let mut by_launch: BTreeMap<usize, Vec<(usize, i64)>> = BTreeMap::new();
+        for (ci, list) in held.iter().enumerate() {
+            for &(target, copies) in list {
+                if let Target::Launch(li) = target {
+                    by_launch.entry(li).or_default().push((ci, copies));
+                }
+            }
+        }
+        for (li, contents) in by_launch {
+            let launch = &previous.launches[li];
+            let Some(b) = self.open_planned(launch) else {
+                continue;
+            };
+            for (ci, copies) in contents {
+                if self.compat_bits[ci]
+                    .get(self.pool_of(b))
+                    .is_some_and(Option::is_some)
+                {
+                    let types = self.bin_types(b);
+                    self.commit(
+                        b,
+                        ci,
+                        Fit {
+                            copies,
+                            types,
+                            requirements: None,
+                        },
+                    );
+                    seeded[ci] += copies;
+                }
+            }
+            if self.bins[b].classes.is_empty() {
+                self.bins.pop();
+            } else {
+                self.charge_limits(b);
+            }
+        }
+        self.taken
+            .extend(previous.launches.iter().map(|l| l.name.clone()));
+        seeded
+    }
+
+    /// How many of `copies` copies of class `ci` node `ni` still takes.
+    fn room_on_node(&self, ni: usize, ci: usize, copies: i64) -> i64 {
+        let n = &self.nodes[ni].node;
+        let class = &self.classes[ci];
+        if n.unschedulable
+            || first_untolerated(&n.taints, &class.class.scheduling.tolerations).is_some()
+            || !class.compat.requirements.matches_labels(&n.labels)
+        {
+            return 0;
+        }
+        let free = n.allocatable.sub(&self.bins[ni].used);
+        copies.min(class.class.scheduling.requests.copies_in(&free))
+    }
+
+    /// A bin for a launch planned last time, with the types and requirements it had, or `None`
+    /// when its NodePool or all its types are gone.
+    fn open_planned(&mut self, launch: &Launch) -> Option<usize> {
+        let pool = self
+            .pools
+            .iter()
+            .position(|p| p.nodepool.name == launch.nodepool)?;
+        let wanted: BTreeSet<&str> = launch.instance_types.iter().map(String::as_str).collect();
+        let types: Vec<u32> = self.pools[pool]
+            .types
+            .iter()
+            .enumerate()
+            .filter(|(_, pt)| wanted.contains(pt.instance_type.name.as_str()))
+            .map(|(t, _)| t as u32)
+            .collect();
+        if types.is_empty() {
+            return None;
+        }
+        let mut requirements = launch.requirements.clone();
+        requirements.0.remove(INSTANCE_TYPE);
+        self.bins.push(Bin {
+            kind: BinKind::New {
+                pool,
+                types,
+                requirements,
+            },
+            name: Some(launch.name.clone()),
+            used: Resources::default(),
+            headroom: (i64::MAX, i64::MAX),
+            classes: Vec::new(),
+            group_counts: BTreeMap::new(),
+            anti_groups: BTreeSet::new(),
+        });
+        Some(self.bins.len() - 1)
+    }
+
+    fn pool_of(&self, b: usize) -> usize {
+        match &self.bins[b].kind {
+            BinKind::New { pool, .. } => *pool,
+            BinKind::Existing { .. } => usize::MAX,
+        }
+    }
+
+    fn bin_types(&self, b: usize) -> Vec<u32> {
+        match &self.bins[b].kind {
+            BinKind::New { types, .. } => types.clone(),
+            BinKind::Existing { .. } => Vec::new(),
+        }
+    }
+}
+
+fn node_fit(copies: i64) -> Fit {
+    Fit {
+        copies,
+        types: Vec::new(),
+        requirements: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::executes;
+
+    #[test]
+    fn a_nodeclaim_executes_its_launch_under_its_name_or_a_numbered_suffix() {
+        assert!(executes("general-00ab", "general-00ab"));
+        assert!(executes("general-00ab-2", "general-00ab"));
+        assert!(executes("general-00ab-17", "general-00ab"));
+        assert!(!executes("general-00ab-x", "general-00ab"));
+        assert!(!executes("general-00ab-", "general-00ab"));
+        assert!(!executes("general-00abc", "general-00ab"));
+        assert!(!executes("general-00a", "general-00ab"));
+    }
+}
