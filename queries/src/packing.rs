@@ -16,7 +16,7 @@
 //! groups.
 
 use crate::packing_groups::{GroupId, Member, NodeSignature};
-use crate::solver::{solve, ClassInput, Failure, Previous, SolverInput};
+use crate::solver::{solve, ClassInput, Failure, PlannedLaunch, Previous, SolverInput};
 use crate::types::{ClassId, ClassMembers, Compatibility, NodeState, PodClass, PoolTypes};
 use differential_dataflow::VecCollection;
 use dovetail_dataflow::decisions::{Launch, Placement};
@@ -24,7 +24,7 @@ use dovetail_dataflow::engine::Epoch;
 use dovetail_dataflow::maintained::{changes, maintain_by_key, Maintained};
 use dovetail_dataflow::model::Price;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 /// Copies added and removed since the group was last packed from nothing, as a share of its
 /// pending pods, past which it is packed from nothing again.
@@ -108,8 +108,11 @@ pub fn packing<'s>(
 #[derive(Default)]
 struct GroupPlan {
     parts: HashMap<Part, isize>,
+    /// The answer but its launches (placements, failures, the lower bound).
     answered: HashMap<Packed, isize>,
-    launches: Vec<Launch>,
+    /// The launches answered, with their bins: compared by the solver, not here, so that a
+    /// change does not hash and clone every planned NodeClaim of a large group.
+    launches: Vec<PlannedLaunch>,
     placements: Vec<Placement>,
     /// Whether a NodePool record changed since the last evaluation.
     pools_changed: bool,
@@ -177,7 +180,7 @@ impl Maintained for GroupPlan {
         }
         let pending: i64 = counts.values().sum();
         let repack = self.pools_changed
-            || self.answered.is_empty()
+            || (self.answered.is_empty() && self.launches.is_empty())
             || self.drift as f64 > (REPACK_SHARE * pending as f64).max(REPACK_MIN as f64);
         if repack {
             self.drift = 0;
@@ -187,11 +190,32 @@ impl Maintained for GroupPlan {
                 placements: &self.placements,
             });
         }
-        let solved = solve(input);
-        let mut now: HashMap<Packed, isize> = HashMap::new();
-        for l in &solved.launches {
-            now.insert(Packed::Launch(l.clone()), 1);
+        let mut solved = solve(input);
+        let kept: BTreeSet<usize> = if repack {
+            BTreeSet::new()
+        } else {
+            solved.kept.iter().copied().collect()
+        };
+        let mut launches = Vec::with_capacity(kept.len() + solved.launches.len());
+        for (i, planned) in std::mem::take(&mut self.launches).into_iter().enumerate() {
+            if kept.contains(&i) {
+                launches.push(planned);
+            } else {
+                out.push((Packed::Launch(planned.launch), -1));
+            }
         }
+        for (launch, (types, requirements)) in std::mem::take(&mut solved.launches)
+            .into_iter()
+            .zip(std::mem::take(&mut solved.launch_bins))
+        {
+            out.push((Packed::Launch(launch.clone()), 1));
+            launches.push(PlannedLaunch {
+                launch,
+                types,
+                requirements,
+            });
+        }
+        let mut now: HashMap<Packed, isize> = HashMap::new();
         for p in &solved.placements {
             now.insert(Packed::Placement(p.clone()), 1);
         }
@@ -213,13 +237,13 @@ impl Maintained for GroupPlan {
         }
         changes(&self.answered, &now, out);
         self.answered = now;
-        self.launches = solved.launches;
+        self.launches = launches;
         self.placements = solved.placements;
         self.counts = counts;
         self.pools_changed = false;
     }
 
     fn is_empty(&self) -> bool {
-        self.parts.is_empty() && self.answered.is_empty()
+        self.parts.is_empty() && self.answered.is_empty() && self.launches.is_empty()
     }
 }

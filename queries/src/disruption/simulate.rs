@@ -799,7 +799,7 @@ impl<'a> World<'a> {
             launches: Vec::new(),
             placements,
             failures,
-            lower_bound: Default::default(),
+            ..Default::default()
         });
         let reads = self.reads(covered, left.is_empty(), removed);
         self.memo

@@ -21,8 +21,8 @@ pub enum BinKind {
 #[derive(Debug, Clone)]
 pub struct Bin {
     pub kind: BinKind,
-    /// A launch planned last time keeps its name (see `seed`).
-    pub name: Option<String>,
+    /// The launch planned last time that this bin continues (see `seed`).
+    pub origin: Option<super::seed::Origin>,
     pub used: Resources,
     /// What the largest remaining candidate could still take (CPU, memory): a quick reject.
     pub headroom: (i64, i64),

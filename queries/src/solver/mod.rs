@@ -18,7 +18,7 @@ mod launch;
 mod seed;
 pub mod topology;
 
-pub use seed::{executes, Previous};
+pub use seed::{executes, PlannedLaunch, Previous};
 
 use crate::types::{ClassId, Compatibility, NodeState, PodClass, PoolTypes};
 use bin::{Bin, BinKind};
@@ -68,6 +68,12 @@ pub struct SolverOutput {
     /// of these sums. No packing of those pods onto new capacity can cost less (each sum is the
     /// optimum of the LP relaxation for that one resource).
     pub lower_bound: dovetail_dataflow::model::Price,
+    /// For each of `launches`, its bin's candidate types and requirements (what a later packing
+    /// seeded with this one needs).
+    pub launch_bins: Vec<(Vec<u32>, Requirements)>,
+    /// The previous plan's launches (indices into `Previous::launches`) that this plan keeps
+    /// unchanged; they are not repeated in `launches`.
+    pub kept: Vec<usize>,
 }
 
 struct Solver<'a> {
@@ -194,7 +200,7 @@ impl<'a> Solver<'a> {
             taken.extend(n.node.nodeclaim.clone());
             let mut bin = Bin {
                 kind: BinKind::Existing { node: i },
-                name: None,
+                origin: None,
                 used: n.used.clone(),
                 headroom: (0, 0),
                 classes: Vec::new(),
@@ -833,6 +839,9 @@ impl<'a> Solver<'a> {
             let bin = &mut self.bins[b];
             bin.used.add_assign(&req);
             bin.add_class(ci, fit.copies);
+            if let Some(origin) = bin.origin.as_mut() {
+                origin.changed = true;
+            }
             if let BinKind::New {
                 types,
                 requirements,
@@ -927,7 +936,7 @@ impl<'a> Solver<'a> {
                     types: candidates,
                     requirements,
                 },
-                name: None,
+                origin: None,
                 used: Resources::default(),
                 headroom: (i64::MAX, i64::MAX),
                 classes: Vec::new(),
@@ -1015,23 +1024,30 @@ impl<'a> Solver<'a> {
                     pool,
                     types,
                     requirements,
-                } => {
-                    let mut l = launch::launch(
-                        self.pools[*pool],
-                        types,
-                        requirements,
-                        &bin.classes,
-                        &self.classes,
-                        &mut ordinals,
-                    );
-                    l.name = match &bin.name {
-                        Some(kept) => kept.clone(),
-                        None => self.claim_name(l.name),
-                    };
-                    let name = l.name.clone();
-                    out.launches.push(l);
-                    name
-                }
+                } => match &bin.origin {
+                    Some(origin) if !origin.changed => {
+                        out.kept.push(origin.launch);
+                        origin.name.clone()
+                    }
+                    _ => {
+                        let mut l = launch::launch(
+                            self.pools[*pool],
+                            types,
+                            requirements,
+                            &bin.classes,
+                            &self.classes,
+                            &mut ordinals,
+                        );
+                        l.name = match &bin.origin {
+                            Some(origin) => origin.name.clone(),
+                            None => self.claim_name(l.name),
+                        };
+                        let name = l.name.clone();
+                        out.launches.push(l);
+                        out.launch_bins.push((types.clone(), requirements.clone()));
+                        name
+                    }
+                },
             };
             for &(ci, count) in &bin.classes {
                 let id = self.classes[ci].id;

@@ -11,16 +11,34 @@ use super::bin::{Bin, BinKind};
 use super::{Fit, Solver};
 use crate::types::ClassId;
 use dovetail_dataflow::decisions::{Launch, Placement};
-use dovetail_dataflow::model::labels::INSTANCE_TYPE;
 use dovetail_dataflow::model::taints::first_untolerated;
-use dovetail_dataflow::model::Resources;
+use dovetail_dataflow::model::{Requirements, Resources};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// The plan a packing made last time: what the new one starts from.
 #[derive(Debug, Clone, Copy)]
 pub struct Previous<'a> {
-    pub launches: &'a [Launch],
+    pub launches: &'a [PlannedLaunch],
     pub placements: &'a [Placement],
+}
+
+/// A launch as the packing planned it: the decision, and the bin behind it (its candidate types
+/// as indices into its NodePool's types, which hold while the NodePools do not change, and the
+/// requirements its pods narrowed it to).
+#[derive(Debug, Clone)]
+pub struct PlannedLaunch {
+    pub launch: Launch,
+    pub types: Vec<u32>,
+    pub requirements: Requirements,
+}
+
+/// Where a seeded bin came from: the previous launch it continues, and whether its content
+/// changed since (an unchanged one is answered with the previous launch as it was).
+#[derive(Debug, Clone)]
+pub struct Origin {
+    pub launch: usize,
+    pub name: String,
+    pub changed: bool,
 }
 
 /// Where a previous placement's copies are now.
@@ -46,8 +64,8 @@ pub fn executes(claim: &str, launch: &str) -> bool {
 impl Solver<'_> {
     /// Puts the previous plan's copies back where they were, as far as they still fit, and
     /// returns how many copies of each class (by index) were put back. Copies beyond a class's
-    /// pending count are dropped first from the launches holding the fewest pods, so that
-    /// removals empty NodeClaims rather than thin them all.
+    /// pending count are dropped first from nodes, then from the launches holding the fewest
+    /// pods.
     pub(super) fn seed(&mut self, previous: Previous<'_>) -> Vec<i64> {
         let class_index: HashMap<ClassId, usize> = self
             .classes
@@ -59,7 +77,7 @@ impl Solver<'_> {
             .launches
             .iter()
             .enumerate()
-            .map(|(i, l)| (l.name.as_str(), i))
+            .map(|(i, p)| (p.launch.name.as_str(), i))
             .collect();
         let node_index: HashMap<&str, usize> = self
             .nodes
@@ -73,16 +91,19 @@ impl Solver<'_> {
             let Some(claim) = n.node.nodeclaim.as_deref() else {
                 continue;
             };
-            for (li, l) in previous.launches.iter().enumerate() {
-                if executes(claim, &l.name) {
-                    executed.entry(li).or_insert(ni);
+            let base = claim.rsplit_once('-').map_or(claim, |(base, _)| base);
+            for name in [claim, base] {
+                if let Some(&li) = launch_index.get(name) {
+                    if executes(claim, name) {
+                        executed.entry(li).or_insert(ni);
+                    }
                 }
             }
         }
         let launch_pods: Vec<i64> = previous
             .launches
             .iter()
-            .map(|l| l.pods_by_class.iter().map(|(_, n)| n).sum())
+            .map(|p| p.launch.pods_by_class.iter().map(|(_, n)| n).sum())
             .collect();
 
         // Per class: (target, copies) in the previous placements' order.
@@ -113,11 +134,13 @@ impl Solver<'_> {
             if excess <= 0 {
                 continue;
             }
-            // Launches holding the fewest pods give theirs up first; nodes last.
+            // Nodes give theirs up first (a pending pod planned onto a node most often leaves by
+            // being bound to it), then the launches holding the fewest pods, so that removals
+            // empty NodeClaims rather than thin them all.
             let mut by_priority: Vec<usize> = (0..list.len()).collect();
             by_priority.sort_by_key(|&i| match list[i].0 {
-                Target::Launch(li) => (0, launch_pods[li], std::cmp::Reverse(i)),
-                Target::Node(_) => (1, 0, std::cmp::Reverse(i)),
+                Target::Node(_) => (0, 0, std::cmp::Reverse(i)),
+                Target::Launch(li) => (1, launch_pods[li], std::cmp::Reverse(i)),
             });
             for i in by_priority {
                 let take = excess.min(list[i].1);
@@ -154,10 +177,11 @@ impl Solver<'_> {
             }
         }
         for (li, contents) in by_launch {
-            let launch = &previous.launches[li];
-            let Some(b) = self.open_planned(launch) else {
+            let planned = &previous.launches[li];
+            let Some(b) = self.open_planned(planned) else {
                 continue;
             };
+            let mut held: Vec<(ClassId, i64)> = Vec::with_capacity(contents.len());
             for (ci, copies) in contents {
                 if self.compat_bits[ci]
                     .get(self.pool_of(b))
@@ -174,16 +198,23 @@ impl Solver<'_> {
                         },
                     );
                     seeded[ci] += copies;
+                    held.push((self.classes[ci].id, copies));
                 }
             }
             if self.bins[b].classes.is_empty() {
                 self.bins.pop();
-            } else {
-                self.charge_limits(b);
+                continue;
             }
+            self.charge_limits(b);
+            held.sort_unstable();
+            self.bins[b].origin = Some(Origin {
+                launch: li,
+                name: planned.launch.name.clone(),
+                changed: held != planned.launch.pods_by_class,
+            });
         }
         self.taken
-            .extend(previous.launches.iter().map(|l| l.name.clone()));
+            .extend(previous.launches.iter().map(|p| p.launch.name.clone()));
         seeded
     }
 
@@ -202,32 +233,29 @@ impl Solver<'_> {
     }
 
     /// A bin for a launch planned last time, with the types and requirements it had, or `None`
-    /// when its NodePool or all its types are gone.
-    fn open_planned(&mut self, launch: &Launch) -> Option<usize> {
+    /// when its NodePool is gone.
+    fn open_planned(&mut self, planned: &PlannedLaunch) -> Option<usize> {
         let pool = self
             .pools
             .iter()
-            .position(|p| p.nodepool.name == launch.nodepool)?;
-        let wanted: BTreeSet<&str> = launch.instance_types.iter().map(String::as_str).collect();
-        let types: Vec<u32> = self.pools[pool]
+            .position(|p| p.nodepool.name == planned.launch.nodepool)?;
+        let known = self.pools[pool].types.len() as u32;
+        let types: Vec<u32> = planned
             .types
             .iter()
-            .enumerate()
-            .filter(|(_, pt)| wanted.contains(pt.instance_type.name.as_str()))
-            .map(|(t, _)| t as u32)
+            .copied()
+            .filter(|&t| t < known)
             .collect();
         if types.is_empty() {
             return None;
         }
-        let mut requirements = launch.requirements.clone();
-        requirements.0.remove(INSTANCE_TYPE);
         self.bins.push(Bin {
             kind: BinKind::New {
                 pool,
                 types,
-                requirements,
+                requirements: planned.requirements.clone(),
             },
-            name: Some(launch.name.clone()),
+            origin: None,
             used: Resources::default(),
             headroom: (i64::MAX, i64::MAX),
             classes: Vec::new(),
