@@ -832,13 +832,8 @@ impl<'a> Solver<'a> {
     }
 
     fn commit(&mut self, b: usize, ci: usize, fit: Fit) {
-        let req = self.classes[ci].class.scheduling.requests.times(fit.copies);
-        let member_of = self.class_topo[ci].member_of.clone();
-        let anti = self.class_topo[ci].refuses.clone();
         {
             let bin = &mut self.bins[b];
-            bin.used.add_assign(&req);
-            bin.add_class(ci, fit.copies);
             if let Some(origin) = bin.origin.as_mut() {
                 origin.changed = true;
             }
@@ -853,22 +848,35 @@ impl<'a> Solver<'a> {
                     *requirements = r;
                 }
             }
-            for &g in &member_of {
-                *bin.group_counts.entry(g).or_insert(0) += fit.copies;
-            }
-            bin.anti_groups.extend(anti);
         }
-        for &g in &member_of {
-            self.group_totals[g] += fit.copies;
-            let key = self.topo.groups[g].key.clone();
-            if self.topo.groups[g].per_node() {
+        self.add_copies(b, ci, fit.copies);
+        self.refresh_headroom(b);
+    }
+
+    /// Puts `copies` copies of class `ci` into bin `b` (its use, its classes, and the topology
+    /// counts), leaving its types and headroom as they are.
+    fn add_copies(&mut self, b: usize, ci: usize, copies: i64) {
+        let req = self.classes[ci].class.scheduling.requests.times(copies);
+        let member_of = &self.class_topo[ci].member_of;
+        let bin = &mut self.bins[b];
+        bin.used.add_assign(&req);
+        bin.add_class(ci, copies);
+        for &g in member_of {
+            *bin.group_counts.entry(g).or_insert(0) += copies;
+        }
+        bin.anti_groups
+            .extend(self.class_topo[ci].refuses.iter().copied());
+        for &g in member_of {
+            self.group_totals[g] += copies;
+            let group = &self.topo.groups[g];
+            if group.per_node() {
                 continue;
             }
+            let key = group.key.clone();
             if let Some(domain) = self.bin_domain(b, &key) {
-                self.topo.add(g, &domain, fit.copies);
+                self.topo.add(g, &domain, copies);
             }
         }
-        self.refresh_headroom(b);
     }
 
     /// The single value of a label a bin is pinned to, if any.

@@ -187,16 +187,7 @@ impl Solver<'_> {
                     .get(self.pool_of(b))
                     .is_some_and(Option::is_some)
                 {
-                    let types = self.bin_types(b);
-                    self.commit(
-                        b,
-                        ci,
-                        Fit {
-                            copies,
-                            types,
-                            requirements: None,
-                        },
-                    );
+                    self.add_copies(b, ci, copies);
                     seeded[ci] += copies;
                     held.push((self.classes[ci].id, copies));
                 }
@@ -205,6 +196,7 @@ impl Solver<'_> {
                 self.bins.pop();
                 continue;
             }
+            self.refresh_headroom(b);
             self.charge_limits(b);
             held.sort_unstable();
             self.bins[b].origin = Some(Origin {
@@ -269,13 +261,6 @@ impl Solver<'_> {
         match &self.bins[b].kind {
             BinKind::New { pool, .. } => *pool,
             BinKind::Existing { .. } => usize::MAX,
-        }
-    }
-
-    fn bin_types(&self, b: usize) -> Vec<u32> {
-        match &self.bins[b].kind {
-            BinKind::New { types, .. } => types.clone(),
-            BinKind::Existing { .. } => Vec::new(),
         }
     }
 }
