@@ -59,51 +59,13 @@ pub fn changes<D: Hash + Eq + Clone>(
 /// Each epoch's input changes, held until the input frontier passes the epoch.
 type Pending<D> = BTreeMap<Epoch, (Capability<Epoch>, Vec<(D, isize)>)>;
 
-/// Runs `state` over `input` on one worker (the query is one group) and returns its answers as a
-/// collection.
-pub fn maintain<'s, M: Maintained>(
+/// Runs one state over the whole of `input`, on one worker (the query is one group), and returns
+/// its answers as a collection.
+pub fn maintain<'s, M: Maintained + Default>(
     input: VecCollection<'s, Epoch, M::In>,
     name: &str,
-    mut state: M,
 ) -> VecCollection<'s, Epoch, M::Out> {
-    input
-        .inner
-        .unary_frontier(
-            Exchange::new(|_: &(M::In, Epoch, isize)| 0u64),
-            name,
-            move |_capability, _info| {
-                let mut pending: Pending<M::In> = BTreeMap::new();
-                let mut changed = Vec::new();
-                move |(input, frontier), output| {
-                    input.for_each(|cap, data| {
-                        for (record, time, diff) in data.drain(..) {
-                            pending
-                                .entry(time)
-                                .or_insert_with(|| (cap.delayed(&time, 0), Vec::new()))
-                                .1
-                                .push((record, diff));
-                        }
-                    });
-                    while let Some(entry) = pending.first_entry() {
-                        if frontier.less_equal(entry.key()) {
-                            break;
-                        }
-                        let (time, (cap, updates)) = entry.remove_entry();
-                        for (record, diff) in updates {
-                            state.update(record, diff);
-                        }
-                        state.evaluate(&mut changed);
-                        let mut session = output.session(&cap);
-                        for (out, diff) in changed.drain(..) {
-                            if diff != 0 {
-                                session.give((out, time, diff));
-                            }
-                        }
-                    }
-                }
-            },
-        )
-        .as_collection()
+    maintain_by_key(input.map(|record| ((), record)), name, M::default)
 }
 
 /// Runs one `fresh()` state per key over `input`, which carries `(key, record)`: each key's state
@@ -221,7 +183,7 @@ mod tests {
             let mut input = worker.dataflow::<Epoch, _, _>(|scope| {
                 let (input, words) = scope.new_collection::<String, isize>();
                 let sink = sink.clone();
-                maintain(words, "WordCounts", WordCounts::default())
+                maintain::<WordCounts>(words, "WordCounts")
                     .inspect(move |x| sink.lock().expect("sink").push(x.clone()))
                     .inner
                     .probe_with(&probe);

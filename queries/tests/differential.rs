@@ -435,3 +435,85 @@ fn a_pod_added_or_removed_moves_only_its_own_decisions() {
         assert!(moved <= 12, "the {what} moved {moved} decisions: {diffs:?}");
     }
 }
+
+#[test]
+fn a_launch_whose_nodeclaim_appears_hands_its_pods_to_that_node() {
+    let mut state = world();
+    let pods: Vec<Fact> = (0..3)
+        .flat_map(|i| common::facts(&common::pod(&format!("q{i}"), "2", "4Gi", "app: web", "")))
+        .filter(|f| matches!(f, Fact::Pod(_)))
+        .collect();
+    for p in &pods {
+        state.insert(key(p), p.clone());
+    }
+    let mut engine = Engine::start(1, dovetail_queries::provisioning).expect("engine");
+    engine
+        .advance(1, state.values().cloned().map(|f| (f, 1)).collect())
+        .expect("advance");
+    let decisions = engine.decisions();
+    check_accounting(&state, &decisions, "before the NodeClaim");
+    let launches: Vec<&Launch> = decisions
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Launch(l) => Some(l),
+            _ => None,
+        })
+        .collect();
+    assert!(!launches.is_empty(), "{decisions:?}");
+    let launch = launches[0].clone();
+    let others: Vec<Launch> = launches[1..].iter().map(|l| (*l).clone()).collect();
+    let waiting: Vec<String> = decisions
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Binding { pod, target } if *target == launch.name => Some(pod.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(!waiting.is_empty());
+    // The actuator executed it as `name-2` (a NodeClaim of its name existed), and the NodeClaim
+    // shows up as an in-flight node of the launch's cheapest type.
+    let node_yaml = common::node(
+        "ip-10-0-0-9",
+        &launch.nodepool,
+        &launch.instance_types[0],
+        &launch.zones[0],
+        &launch.capacity_types[0],
+        "2026-12-03T00:00:00Z",
+        "",
+    );
+    let mut node = common::facts(&node_yaml)
+        .into_iter()
+        .find_map(|f| match f {
+            Fact::Node(n) => Some(n),
+            _ => None,
+        })
+        .expect("a node");
+    node.nodeclaim = Some(format!("{}-2", launch.name));
+    node.in_flight = true;
+    let fact = Fact::Node(node);
+    state.insert(key(&fact), fact.clone());
+    engine.advance(2, vec![(fact, 1)]).expect("advance");
+    let decisions = engine.decisions();
+    check_accounting(&state, &decisions, "after the NodeClaim");
+    let after: Vec<&Launch> = decisions
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Launch(l) => Some(l),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        after,
+        others.iter().collect::<Vec<_>>(),
+        "the executed launch is gone and nothing else moved"
+    );
+    for pod in &waiting {
+        assert!(
+            decisions.contains(&Decision::Binding {
+                pod: pod.clone(),
+                target: "ip-10-0-0-9".to_string(),
+            }),
+            "{pod} follows its launch onto the node: {decisions:?}"
+        );
+    }
+}

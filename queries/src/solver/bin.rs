@@ -35,6 +35,23 @@ pub struct Bin {
 }
 
 impl Bin {
+    /// An empty NodeClaim being planned from pool `pool`.
+    pub fn planned(pool: usize, types: Vec<u32>, requirements: Requirements) -> Bin {
+        Bin {
+            kind: BinKind::New {
+                pool,
+                types,
+                requirements,
+            },
+            origin: None,
+            used: Resources::default(),
+            headroom: (i64::MAX, i64::MAX),
+            classes: Vec::new(),
+            group_counts: BTreeMap::new(),
+            anti_groups: BTreeSet::new(),
+        }
+    }
+
     pub fn group_count(&self, group: usize) -> i64 {
         self.group_counts.get(&group).copied().unwrap_or(0)
     }

@@ -938,20 +938,7 @@ impl<'a> Solver<'a> {
             }
             let mut requirements = pool.nodepool.requirements.clone();
             requirements.add(NODEPOOL, Requirement::single(pool.nodepool.name.clone()));
-            let bin = Bin {
-                kind: BinKind::New {
-                    pool: p,
-                    types: candidates,
-                    requirements,
-                },
-                origin: None,
-                used: Resources::default(),
-                headroom: (i64::MAX, i64::MAX),
-                classes: Vec::new(),
-                group_counts: BTreeMap::new(),
-                anti_groups: BTreeSet::new(),
-            };
-            self.bins.push(bin);
+            self.bins.push(Bin::planned(p, candidates, requirements));
             let b = self.bins.len() - 1;
             match self.fit(b, ci, reqs, left, true) {
                 Some(fit) => {

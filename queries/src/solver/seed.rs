@@ -12,8 +12,8 @@ use super::{Fit, Solver};
 use crate::types::ClassId;
 use dovetail_dataflow::decisions::{Launch, Placement};
 use dovetail_dataflow::model::taints::first_untolerated;
-use dovetail_dataflow::model::{Requirements, Resources};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use dovetail_dataflow::model::Requirements;
+use std::collections::{BTreeMap, HashMap};
 
 /// The plan a packing made last time: what the new one starts from.
 #[derive(Debug, Clone, Copy)]
@@ -241,19 +241,8 @@ impl Solver<'_> {
         if types.is_empty() {
             return None;
         }
-        self.bins.push(Bin {
-            kind: BinKind::New {
-                pool,
-                types,
-                requirements: planned.requirements.clone(),
-            },
-            origin: None,
-            used: Resources::default(),
-            headroom: (i64::MAX, i64::MAX),
-            classes: Vec::new(),
-            group_counts: BTreeMap::new(),
-            anti_groups: BTreeSet::new(),
-        });
+        self.bins
+            .push(Bin::planned(pool, types, planned.requirements.clone()));
         Some(self.bins.len() - 1)
     }
 

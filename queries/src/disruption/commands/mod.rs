@@ -896,5 +896,5 @@ impl Maintained for Commands {
 /// The commands query over all its parts: one evaluation of the whole cluster per change, kept
 /// by [`maintain`] so that a change re-sorts neither the ~30,000 parts nor the ~10,000 listings.
 pub fn commands<'s>(parts: VecCollection<'s, Epoch, Part>) -> VecCollection<'s, Epoch, Decision> {
-    maintain(parts, "DisruptionCommands", Commands::default())
+    maintain::<Commands>(parts, "DisruptionCommands")
 }
