@@ -56,6 +56,24 @@ pub fn changes<D: Hash + Eq + Clone>(
     }
 }
 
+/// Adds `diff` to `key`'s multiplicity in `counts`, forgetting the key when it reaches zero: the
+/// multiset a [`Maintained`] state usually keeps of its input.
+pub fn add_count<K: Hash + Eq>(counts: &mut HashMap<K, isize>, key: K, diff: isize) {
+    match counts.get_mut(&key) {
+        Some(n) => {
+            *n += diff;
+            if *n == 0 {
+                counts.remove(&key);
+            }
+        }
+        None => {
+            if diff != 0 {
+                counts.insert(key, diff);
+            }
+        }
+    }
+}
+
 /// Each epoch's input changes, held until the input frontier passes the epoch.
 type Pending<D> = BTreeMap<Epoch, (Capability<Epoch>, Vec<(D, isize)>)>;
 

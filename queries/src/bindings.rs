@@ -12,7 +12,7 @@ use crate::types::{ClassId, ClassMembers};
 use differential_dataflow::VecCollection;
 use dovetail_dataflow::decisions::{Decision, Placement};
 use dovetail_dataflow::engine::Epoch;
-use dovetail_dataflow::maintained::{maintain_by_key, Maintained};
+use dovetail_dataflow::maintained::{add_count, maintain_by_key, Maintained};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -81,16 +81,9 @@ impl Maintained for ClassBindings {
     type Out = Decision;
 
     fn update(&mut self, part: Part, diff: isize) {
-        fn apply<K: std::hash::Hash + Eq>(map: &mut HashMap<K, isize>, k: K, diff: isize) {
-            let n = map.entry(k).or_insert(0);
-            *n += diff;
-            if *n == 0 {
-                map.retain(|_, n| *n != 0);
-            }
-        }
         match part {
-            Part::Members(m) => apply(&mut self.members, m, diff),
-            Part::Outcome(o) => apply(&mut self.outcomes, o, diff),
+            Part::Members(m) => add_count(&mut self.members, m, diff),
+            Part::Outcome(o) => add_count(&mut self.outcomes, o, diff),
         }
     }
 

@@ -21,7 +21,7 @@ use crate::types::{ClassId, ClassMembers, Compatibility, NodeState, PodClass, Po
 use differential_dataflow::VecCollection;
 use dovetail_dataflow::decisions::{Launch, Placement};
 use dovetail_dataflow::engine::Epoch;
-use dovetail_dataflow::maintained::{changes, maintain_by_key, Maintained};
+use dovetail_dataflow::maintained::{add_count, changes, maintain_by_key, Maintained};
 use dovetail_dataflow::model::Price;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashMap};
@@ -130,17 +130,7 @@ impl Maintained for GroupPlan {
         if matches!(part, Part::Pool(_)) {
             self.pools_changed = true;
         }
-        match self.parts.get_mut(&part) {
-            Some(n) => {
-                *n += diff;
-                if *n == 0 {
-                    self.parts.remove(&part);
-                }
-            }
-            None => {
-                self.parts.insert(part, diff);
-            }
-        }
+        add_count(&mut self.parts, part, diff);
     }
 
     fn evaluate(&mut self, out: &mut Vec<(Packed, isize)>) {
@@ -191,11 +181,8 @@ impl Maintained for GroupPlan {
             });
         }
         let mut solved = solve(input);
-        let kept: BTreeSet<usize> = if repack {
-            BTreeSet::new()
-        } else {
-            solved.kept.iter().copied().collect()
-        };
+        // Packed from nothing, the solver kept nothing: every previous launch is retracted.
+        let kept: BTreeSet<usize> = solved.kept.iter().copied().collect();
         let mut launches = Vec::with_capacity(kept.len() + solved.launches.len());
         for (i, planned) in std::mem::take(&mut self.launches).into_iter().enumerate() {
             if kept.contains(&i) {

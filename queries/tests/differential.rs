@@ -436,6 +436,16 @@ fn a_pod_added_or_removed_moves_only_its_own_decisions() {
     }
 }
 
+fn launches_in(decisions: &[Decision]) -> Vec<&Launch> {
+    decisions
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Launch(l) => Some(l),
+            _ => None,
+        })
+        .collect()
+}
+
 #[test]
 fn a_launch_whose_nodeclaim_appears_hands_its_pods_to_that_node() {
     let mut state = world();
@@ -452,13 +462,7 @@ fn a_launch_whose_nodeclaim_appears_hands_its_pods_to_that_node() {
         .expect("advance");
     let decisions = engine.decisions();
     check_accounting(&state, &decisions, "before the NodeClaim");
-    let launches: Vec<&Launch> = decisions
-        .iter()
-        .filter_map(|d| match d {
-            Decision::Launch(l) => Some(l),
-            _ => None,
-        })
-        .collect();
+    let launches = launches_in(&decisions);
     assert!(!launches.is_empty(), "{decisions:?}");
     let launch = launches[0].clone();
     let others: Vec<Launch> = launches[1..].iter().map(|l| (*l).clone()).collect();
@@ -495,13 +499,7 @@ fn a_launch_whose_nodeclaim_appears_hands_its_pods_to_that_node() {
     engine.advance(2, vec![(fact, 1)]).expect("advance");
     let decisions = engine.decisions();
     check_accounting(&state, &decisions, "after the NodeClaim");
-    let after: Vec<&Launch> = decisions
-        .iter()
-        .filter_map(|d| match d {
-            Decision::Launch(l) => Some(l),
-            _ => None,
-        })
-        .collect();
+    let after = launches_in(&decisions);
     assert_eq!(
         after,
         others.iter().collect::<Vec<_>>(),
