@@ -191,7 +191,7 @@ impl Maintained for GroupPlan {
                 out.push((Packed::Launch(planned.launch), -1));
             }
         }
-        for (launch, (types, requirements)) in std::mem::take(&mut solved.launches)
+        for (launch, (types, requirements, limit)) in std::mem::take(&mut solved.launches)
             .into_iter()
             .zip(std::mem::take(&mut solved.launch_bins))
         {
@@ -200,6 +200,7 @@ impl Maintained for GroupPlan {
                 launch,
                 types,
                 requirements,
+                limit,
             });
         }
         let mut now: HashMap<Packed, isize> = HashMap::new();

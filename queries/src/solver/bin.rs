@@ -24,8 +24,12 @@ pub struct Bin {
     /// The launch planned last time that this bin continues (see `seed`).
     pub origin: Option<super::seed::Origin>,
     pub used: Resources,
-    /// What the largest remaining candidate could still take (CPU, memory): a quick reject.
+    /// What the largest remaining candidate could still take (CPU, memory), or the fill type
+    /// if that is less: a quick reject.
     pub headroom: (i64, i64),
+    /// A planned NodeClaim's fill type's room (see `shape`): it takes pods up to this, not up
+    /// to its largest candidate. `None`: up to the largest candidate.
+    pub limit: Option<Resources>,
     /// (class index, copies), in the order placed.
     pub classes: Vec<(usize, i64)>,
     /// Pods per topology group on this node (hostname-keyed groups and anti-affinity).
@@ -46,6 +50,7 @@ impl Bin {
             origin: None,
             used: Resources::default(),
             headroom: (i64::MAX, i64::MAX),
+            limit: None,
             classes: Vec::new(),
             group_counts: BTreeMap::new(),
             anti_groups: BTreeSet::new(),

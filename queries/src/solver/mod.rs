@@ -16,6 +16,7 @@
 mod bin;
 mod launch;
 mod seed;
+mod shape;
 pub mod topology;
 
 pub use seed::{executes, PlannedLaunch, Previous};
@@ -68,9 +69,9 @@ pub struct SolverOutput {
     /// of these sums. No packing of those pods onto new capacity can cost less (each sum is the
     /// optimum of the LP relaxation for that one resource).
     pub lower_bound: dovetail_dataflow::model::Price,
-    /// For each of `launches`, its bin's candidate types and requirements (what a later packing
-    /// seeded with this one needs).
-    pub launch_bins: Vec<(Vec<u32>, Requirements)>,
+    /// For each of `launches`, its bin's candidate types, requirements and fill type's room
+    /// (what a later packing seeded with this one needs).
+    pub launch_bins: Vec<(Vec<u32>, Requirements, Option<Resources>)>,
     /// The previous plan's launches (indices into `Previous::launches`) that this plan keeps
     /// unchanged; they are not repeated in `launches`.
     pub kept: Vec<usize>,
@@ -88,6 +89,9 @@ struct Solver<'a> {
     group_totals: Vec<i64>,
     /// Remaining NodePool limits by pool index (absent: unlimited).
     limits: Vec<Option<BTreeMap<String, Milli>>>,
+    /// By pool index: the requests of the copies not yet placed of every class that may use
+    /// the pool (what a new NodeClaim's fill type is chosen for, see `shape`).
+    demand: Vec<Resources>,
     bins: Vec<Bin>,
     failures: Vec<Failure>,
     /// Names a new launch must not take: the nodes', their NodeClaims', and the launches
@@ -170,7 +174,7 @@ impl<'a> Solver<'a> {
             .enumerate()
             .map(|(i, p)| (p.nodepool.name.as_str(), i))
             .collect();
-        let compat_bits = classes
+        let compat_bits: Vec<Vec<Option<Vec<u64>>>> = classes
             .iter()
             .map(|c| {
                 let mut per_pool: Vec<Option<Vec<u64>>> = vec![None; pools.len()];
@@ -203,6 +207,7 @@ impl<'a> Solver<'a> {
                 origin: None,
                 used: n.used.clone(),
                 headroom: (0, 0),
+                limit: None,
                 classes: Vec::new(),
                 group_counts: BTreeMap::new(),
                 anti_groups: BTreeSet::new(),
@@ -243,10 +248,20 @@ impl<'a> Solver<'a> {
                 Some(left)
             })
             .collect();
+        let mut demand = vec![Resources::default(); pools.len()];
+        for (c, per_pool) in classes.iter().zip(&compat_bits) {
+            let requests = c.class.scheduling.requests.times(c.count.max(0));
+            for (p, bits) in per_pool.iter().enumerate() {
+                if bits.is_some() {
+                    demand[p].add_assign(&requests);
+                }
+            }
+        }
         let mut solver = Solver {
             pools,
             classes,
             nodes,
+            demand,
             compat_bits,
             topo,
             class_topo,
@@ -698,6 +713,7 @@ impl<'a> Solver<'a> {
                     copies: k,
                     types: Vec::new(),
                     requirements: None,
+                    limit: None,
                 })
             }
             BinKind::New {
@@ -706,6 +722,13 @@ impl<'a> Solver<'a> {
                 requirements,
             } => {
                 let bits = self.compat_bits[ci][*pool].as_ref()?;
+                let cap = match &bin.limit {
+                    Some(limit) => cap.min(req.copies_in_remaining(limit, &bin.used)),
+                    None => cap,
+                };
+                if cap <= 0 {
+                    return None;
+                }
                 requirements.intersects(reqs).ok()?;
                 // Most classes add nothing to a bin's requirements: skip building a copy then.
                 let adds = reqs.0.iter().any(|(k, r)| {
@@ -719,17 +742,20 @@ impl<'a> Solver<'a> {
                     std::borrow::Cow::Borrowed(requirements)
                 };
                 self.best_types(*pool, types, bits, &merged, &bin.used, req, cap, opening)
-                    .map(|(copies, types)| Fit {
+                    .map(|(copies, types, limit)| Fit {
                         copies,
                         types,
                         requirements: adds.then(|| merged.into_owned()),
+                        limit,
                     })
             }
         }
     }
 
     /// The most copies some candidate type takes, and the types that take that many (honouring
-    /// minValues, which may force fewer copies to keep enough types).
+    /// minValues, which may force fewer copies to keep enough types). A NodeClaim being opened
+    /// takes as many as its fill type holds (see `shape`), and that type's room is returned as
+    /// its limit.
     #[allow(clippy::too_many_arguments)]
     fn best_types(
         &self,
@@ -741,7 +767,7 @@ impl<'a> Solver<'a> {
         req: &Resources,
         cap: i64,
         opening: bool,
-    ) -> Option<(i64, Vec<u32>)> {
+    ) -> Option<(i64, Vec<u32>, Option<Resources>)> {
         let pt = &self.pools[pool].types;
         let offerings = OfferingFilter::new(merged);
         let mut fits: Vec<(u32, i64)> = Vec::new();
@@ -767,6 +793,19 @@ impl<'a> Solver<'a> {
             }
             fits.push((t, k));
         }
+        if opening {
+            if let Some((fill, k)) = shape::fill_type(&fits, pt, &self.demand[pool], &offerings) {
+                let chosen: Vec<u32> = fits
+                    .iter()
+                    .filter(|(_, kt)| *kt >= k)
+                    .map(|(t, _)| *t)
+                    .collect();
+                if self.min_values_met(pool, &chosen, merged) {
+                    let limit = pt.get(fill as usize).map(|p| p.available.clone());
+                    return Some((k, chosen, limit));
+                }
+            }
+        }
         let mut levels: Vec<i64> = fits.iter().map(|(_, k)| *k).collect();
         levels.sort_unstable_by(|a, b| b.cmp(a));
         levels.dedup();
@@ -782,7 +821,7 @@ impl<'a> Solver<'a> {
                 continue;
             }
             if !opening {
-                return Some((k, chosen));
+                return Some((k, chosen, None));
             }
             let price = chosen
                 .iter()
@@ -803,7 +842,7 @@ impl<'a> Solver<'a> {
                 best = Some((price, k, chosen));
             }
         }
-        best.map(|(_, k, types)| (k, types))
+        best.map(|(_, k, types)| (k, types, None))
     }
 
     fn min_values_met(&self, pool: usize, types: &[u32], merged: &Requirements) -> bool {
@@ -847,6 +886,9 @@ impl<'a> Solver<'a> {
                 if let Some(r) = fit.requirements {
                     *requirements = r;
                 }
+                if fit.limit.is_some() {
+                    bin.limit = fit.limit;
+                }
             }
         }
         self.add_copies(b, ci, fit.copies);
@@ -858,6 +900,12 @@ impl<'a> Solver<'a> {
     fn add_copies(&mut self, b: usize, ci: usize, copies: i64) {
         let req = self.classes[ci].class.scheduling.requests.times(copies);
         let member_of = &self.class_topo[ci].member_of;
+        for (p, bits) in self.compat_bits[ci].iter().enumerate() {
+            if bits.is_some() {
+                // What goes below zero (copies seeded beyond a count) is ignored by `shape`.
+                self.demand[p] = self.demand[p].sub(&req);
+            }
+        }
         let bin = &mut self.bins[b];
         bin.used.add_assign(&req);
         bin.add_class(ci, copies);
@@ -910,6 +958,10 @@ impl<'a> Solver<'a> {
                         h.0 = h.0.max(pt.available.cpu - bin.used.cpu);
                         h.1 = h.1.max(pt.available.memory - bin.used.memory);
                     }
+                }
+                if let Some(limit) = &bin.limit {
+                    h.0 = h.0.min(limit.cpu - bin.used.cpu);
+                    h.1 = h.1.min(limit.memory - bin.used.memory);
                 }
                 h
             }
@@ -1039,7 +1091,11 @@ impl<'a> Solver<'a> {
                         };
                         let name = l.name.clone();
                         out.launches.push(l);
-                        out.launch_bins.push((types.clone(), requirements.clone()));
+                        out.launch_bins.push((
+                            types.clone(),
+                            requirements.clone(),
+                            bin.limit.clone(),
+                        ));
                         name
                     }
                 },
@@ -1079,4 +1135,6 @@ struct Fit {
     types: Vec<u32>,
     /// A planned bin's new requirements, when the class narrowed them.
     requirements: Option<Requirements>,
+    /// The room of the fill type of a bin being opened (see `shape`).
+    limit: Option<Resources>,
 }

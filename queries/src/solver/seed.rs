@@ -30,6 +30,8 @@ pub struct PlannedLaunch {
     pub launch: Launch,
     pub types: Vec<u32>,
     pub requirements: Requirements,
+    /// Its fill type's room (see `shape`), kept so that it does not grow past it later.
+    pub limit: Option<dovetail_dataflow::model::Resources>,
 }
 
 /// Where a seeded bin came from: the previous launch it continues, and whether its content
@@ -241,8 +243,9 @@ impl Solver<'_> {
         if types.is_empty() {
             return None;
         }
-        self.bins
-            .push(Bin::planned(pool, types, planned.requirements.clone()));
+        let mut bin = Bin::planned(pool, types, planned.requirements.clone());
+        bin.limit = planned.limit.clone();
+        self.bins.push(bin);
         Some(self.bins.len() - 1)
     }
 
@@ -259,6 +262,7 @@ fn node_fit(copies: i64) -> Fit {
         copies,
         types: Vec::new(),
         requirements: None,
+        limit: None,
     }
 }
 
