@@ -13,7 +13,10 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[command(about = "Packing cost on real pod sizes: dovetail vs Karpenter-style FFD vs a bound")]
 struct Args {
     /// The openb pod list (Alibaba cluster-trace-gpu-v2023).
-    #[arg(long, default_value = "../shared/data/traces/alibaba_openb_pod_list_default.csv")]
+    #[arg(
+        long,
+        default_value = "../shared/data/traces/alibaba_openb_pod_list_default.csv"
+    )]
     openb: PathBuf,
     /// Where to write `results.json` and `table.md`.
     #[arg(long, default_value = "bench/results/packing")]
@@ -50,13 +53,23 @@ fn main() -> Result<()> {
     let manifests = |pods: &[workload::OpenbPod], pools: Vec<serde_json::Value>| {
         let mut objects = pools;
         objects.push(workload::nodeclass());
-        objects.extend(pods.iter().enumerate().map(|(i, p)| workload::pod_manifest(i, p)));
+        objects.extend(
+            pods.iter()
+                .enumerate()
+                .map(|(i, p)| workload::pod_manifest(i, p)),
+        );
         objects
     };
     let mut rows = Vec::new();
     for (name, objects) in [
-        ("openb CPU pods, getting-started NodePool", manifests(&cpu, workload::getting_started_pools())),
-        ("openb CPU + whole-GPU pods, spot / arm64 / on-demand / GPU NodePools", manifests(&pods, workload::several_pools())),
+        (
+            "openb CPU pods, getting-started NodePool",
+            manifests(&cpu, workload::getting_started_pools()),
+        ),
+        (
+            "openb CPU + whole-GPU pods, spot / arm64 / on-demand / GPU NodePools",
+            manifests(&pods, workload::several_pools()),
+        ),
     ] {
         eprintln!("dovetail-bench-packing: {name} ...");
         let row = measure(name, objects)?;
@@ -67,7 +80,10 @@ fn main() -> Result<()> {
         rows.push(row);
     }
     std::fs::create_dir_all(&args.out)?;
-    std::fs::write(args.out.join("results.json"), serde_json::to_string_pretty(&rows)?)?;
+    std::fs::write(
+        args.out.join("results.json"),
+        serde_json::to_string_pretty(&rows)?,
+    )?;
     let t = table(&rows);
     std::fs::write(args.out.join("table.md"), &t)?;
     print!("{t}");

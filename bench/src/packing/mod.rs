@@ -154,7 +154,12 @@ mod tests {
     /// every pod (a bound above a real packing, or a lost pod, would make the ratios lie).
     #[test]
     fn the_bound_is_below_both_packings_and_every_pod_is_placed() {
-        let sizes = [(12_500, 57_344), (32_000, 49_152), (8_000, 30_517), (500, 1_024)];
+        let sizes = [
+            (12_500, 57_344),
+            (32_000, 49_152),
+            (8_000, 30_517),
+            (500, 1_024),
+        ];
         let pods: Vec<workload::OpenbPod> = (0..24)
             .map(|i| {
                 let (cpu_milli, memory_mib) = sizes[i % sizes.len()];
@@ -167,7 +172,11 @@ mod tests {
             .collect();
         let mut objects = workload::getting_started_pools();
         objects.push(workload::nodeclass());
-        objects.extend(pods.iter().enumerate().map(|(i, p)| workload::pod_manifest(i, p)));
+        objects.extend(
+            pods.iter()
+                .enumerate()
+                .map(|(i, p)| workload::pod_manifest(i, p)),
+        );
         let row = measure("test", objects).expect("measures");
         assert_eq!(row.pods, 24);
         assert_eq!(row.dovetail_unschedulable, 0);

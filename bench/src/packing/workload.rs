@@ -55,7 +55,11 @@ pub fn read_openb(path: &Path) -> Result<Vec<OpenbPod>> {
         let num = |c: usize, what: &str| -> Result<u64> {
             let v = f.get(c).map(|s| s.trim()).unwrap_or_default();
             v.parse().with_context(|| {
-                format!("{} line {}: {what} {v:?} is not a whole number", path.display(), i + 2)
+                format!(
+                    "{} line {}: {what} {v:?} is not a whole number",
+                    path.display(),
+                    i + 2
+                )
             })
         };
         let p = OpenbPod {
@@ -64,7 +68,8 @@ pub fn read_openb(path: &Path) -> Result<Vec<OpenbPod>> {
             gpus: num(gpu, "num_gpu")?,
         };
         let milli = num(gpu_milli, "gpu_milli")?;
-        let whole = p.gpus == 0 && milli == 0 || p.gpus > 0 && (milli == 1000 || milli == 1000 * p.gpus);
+        let whole =
+            p.gpus == 0 && milli == 0 || p.gpus > 0 && (milli == 1000 || milli == 1000 * p.gpus);
         if whole {
             pods.push(p);
         }
@@ -77,11 +82,13 @@ pub fn read_openb(path: &Path) -> Result<Vec<OpenbPod>> {
 
 /// A Pod manifest for `pod`, named by its index.
 pub fn pod_manifest(i: usize, pod: &OpenbPod) -> Value {
-    let mut requests = json!({"cpu": format!("{}m", pod.cpu_milli), "memory": format!("{}Mi", pod.memory_mib)});
+    let mut requests =
+        json!({"cpu": format!("{}m", pod.cpu_milli), "memory": format!("{}Mi", pod.memory_mib)});
     let mut spec = json!({});
     if pod.gpus > 0 {
         requests["nvidia.com/gpu"] = json!(pod.gpus.to_string());
-        spec["tolerations"] = json!([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]);
+        spec["tolerations"] =
+            json!([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]);
     }
     spec["containers"] = json!([{"name": "main", "image": "registry.k8s.io/pause:3.10",
         "resources": {"requests": requests.clone(), "limits": if pod.gpus > 0 {
@@ -97,13 +104,19 @@ fn requirement(key: &str, operator: &str, values: &[&str]) -> Value {
 }
 
 /// A NodePool manifest on the `default` EC2NodeClass.
-pub fn nodepool(name: &str, weight: Option<u32>, requirements: Vec<Value>, gpu_taint: bool) -> Value {
+pub fn nodepool(
+    name: &str,
+    weight: Option<u32>,
+    requirements: Vec<Value>,
+    gpu_taint: bool,
+) -> Value {
     let mut spec = json!({
         "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
         "requirements": requirements,
     });
     if gpu_taint {
-        spec["taints"] = json!([{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}]);
+        spec["taints"] =
+            json!([{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}]);
     }
     let mut pool = json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool",
         "metadata": {"name": name},
@@ -156,19 +169,34 @@ pub fn several_pools() -> Vec<Value> {
         nodepool(
             "spot",
             Some(100),
-            vec![requirement(CAPACITY_TYPE, "In", &["spot"]), requirement(ARCH, "In", &["amd64"]), cmr(), generation()],
+            vec![
+                requirement(CAPACITY_TYPE, "In", &["spot"]),
+                requirement(ARCH, "In", &["amd64"]),
+                cmr(),
+                generation(),
+            ],
             false,
         ),
         nodepool(
             "arm64",
             Some(50),
-            vec![requirement(CAPACITY_TYPE, "In", &["on-demand"]), requirement(ARCH, "In", &["arm64"]), cmr(), generation()],
+            vec![
+                requirement(CAPACITY_TYPE, "In", &["on-demand"]),
+                requirement(ARCH, "In", &["arm64"]),
+                cmr(),
+                generation(),
+            ],
             false,
         ),
         nodepool(
             "on-demand",
             Some(10),
-            vec![requirement(CAPACITY_TYPE, "In", &["on-demand"]), requirement(ARCH, "In", &["amd64"]), cmr(), generation()],
+            vec![
+                requirement(CAPACITY_TYPE, "In", &["on-demand"]),
+                requirement(ARCH, "In", &["amd64"]),
+                cmr(),
+                generation(),
+            ],
             false,
         ),
         nodepool(
@@ -176,7 +204,11 @@ pub fn several_pools() -> Vec<Value> {
             None,
             vec![
                 requirement(CAPACITY_TYPE, "In", &["on-demand"]),
-                requirement("karpenter.k8s.aws/instance-gpu-manufacturer", "In", &["nvidia"]),
+                requirement(
+                    "karpenter.k8s.aws/instance-gpu-manufacturer",
+                    "In",
+                    &["nvidia"],
+                ),
             ],
             true,
         ),

@@ -49,7 +49,9 @@ pub fn fill_type(
         let better = match best {
             None => true,
             Some((bc, bcpu, bt, _)) => {
-                cost < bc || (cost == bc && (pt.available.cpu, std::cmp::Reverse(t)) > (bcpu, std::cmp::Reverse(bt)))
+                cost < bc
+                    || (cost == bc
+                        && (pt.available.cpu, std::cmp::Reverse(t)) > (bcpu, std::cmp::Reverse(bt)))
             }
         };
         if better {
