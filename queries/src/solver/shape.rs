@@ -5,11 +5,11 @@
 //! CPU and memory decides nothing. Here a NodeClaim being opened is given a *fill type*: of the
 //! types that hold the class being placed, the one that would run the pods still to place (of
 //! every class that may use the NodePool) most cheaply if they were all put on copies of it —
-//! its price times the copies that demand needs, rounded up — with larger types first among
-//! equals. Pods then go into the NodeClaim only up to that type's room, and it launches the
-//! cheapest type that holds what it got (which may be smaller than the fill type: the last
-//! NodeClaims are right-sized). With much demand left this picks the family whose CPU:memory
-//! ratio suits the mix best; with little left, the smallest type that holds it.
+//! its price times the copies that demand needs, rounded up — with fewer copies, then larger
+//! types, first among equals. Pods then go into the NodeClaim only up to that type's room, and
+//! it launches the cheapest type that holds what it got (which may be smaller than the fill
+//! type: the last NodeClaims are right-sized). With much demand left this picks the family whose
+//! CPU:memory ratio suits the mix best; with little left, the smallest type that holds it.
 
 use crate::types::PoolType;
 use dovetail_dataflow::model::instance_type::OfferingFilter;
@@ -36,7 +36,8 @@ pub fn fill_type(
     demand: &Resources,
     offerings: &OfferingFilter<'_>,
 ) -> Option<(u32, i64)> {
-    let mut best: Option<(f64, i64, u32, i64)> = None;
+    // (cost, copies of the type the demand needs, its room, the type, copies of the class).
+    let mut best: Option<(f64, f64, (i64, i64), u32, i64)> = None;
     for &(t, k) in fits {
         let Some(pt) = types.get(t as usize) else {
             continue;
@@ -46,19 +47,22 @@ pub fn fill_type(
         };
         let needed = copies_needed(demand, &pt.available).ceil().max(1.0);
         let cost = offering.price.0 as f64 * needed;
+        let room = (pt.available.cpu, pt.available.memory);
+        // Among equals, fewer NodeClaims, then the larger type (more room for what comes).
         let better = match best {
             None => true,
-            Some((bc, bcpu, bt, _)) => {
-                cost < bc
+            Some((bc, bn, broom, bt, _)) => {
+                (cost, needed) < (bc, bn)
                     || (cost == bc
-                        && (pt.available.cpu, std::cmp::Reverse(t)) > (bcpu, std::cmp::Reverse(bt)))
+                        && needed == bn
+                        && (room, std::cmp::Reverse(t)) > (broom, std::cmp::Reverse(bt)))
             }
         };
         if better {
-            best = Some((cost, pt.available.cpu, t, k));
+            best = Some((cost, needed, room, t, k));
         }
     }
-    best.map(|(_, _, t, k)| (t, k))
+    best.map(|(_, _, _, t, k)| (t, k))
 }
 
 #[cfg(test)]
