@@ -11,7 +11,7 @@ use super::summary::{CapacityTypeUsage, Percentiles, ReplaySummary, TimelineRow}
 use super::world::World;
 use dovetail_actuate::{histogram, BatchWindow, POLL_INTERVAL_MS};
 use dovetail_dataflow::decisions::Decision;
-use dovetail_ingest::trace::TimedEvent;
+use dovetail_ingest::trace::{TimedEvent, MAX_TRACE_MS};
 use dovetail_ingest::Manifests;
 use dovetail_sim::SimConfig;
 use std::time::Instant;
@@ -75,13 +75,22 @@ pub fn replay(
     mut progress: impl FnMut(Progress),
 ) -> Result<ReplayOutcome, ReplayError> {
     let wall = Instant::now();
+    // The reader refuses these; events built in code are held to the same horizon, so the
+    // signed clock below cannot wrap.
+    if let Some(e) = events.iter().find(|e| e.t > MAX_TRACE_MS) {
+        return Err(ReplayError::PastHorizon {
+            line: e.line,
+            t: e.t,
+            horizon: MAX_TRACE_MS,
+        });
+    }
     // Disruption is decided once per poll, at multiples of the interval, as Karpenter's loop.
     let queries = dovetail_queries::standing_queries_polled(POLL_INTERVAL_MS as u64);
     let mut w = World::new(&opts.sim, queries, opts.workers)?;
     w.control.set_batch_window(opts.batch_window);
     w.apply_manifests(initial)?;
 
-    let end_ms = events.last().map(|e| e.t as i64).unwrap_or(0) + opts.settle_ms;
+    let end_ms = (events.last().map(|e| e.t as i64).unwrap_or(0)).saturating_add(opts.settle_ms);
     let mut timeline: Vec<TimelineRow> = Vec::new();
     let mut next_minute: i64 = 0;
     let mut lower_bound_usd = 0.0;

@@ -114,14 +114,15 @@ pub fn whole(value: Milli) -> i64 {
     value.div_euclid(1000)
 }
 
-/// Milli-units of `n` mebibytes.
+/// Milli-units of `n` mebibytes, saturating (a count from a manifest, e.g. `maxPods`, can be
+/// large enough to wrap).
 pub const fn mib(n: i64) -> Milli {
-    n * 1024 * 1024 * 1000
+    n.saturating_mul(1024 * 1024 * 1000)
 }
 
-/// Milli-units of `n` whole units (CPUs, pods, GPUs).
+/// Milli-units of `n` whole units (CPUs, pods, GPUs), saturating as [`mib`].
 pub const fn units(n: i64) -> Milli {
-    n * 1000
+    n.saturating_mul(1000)
 }
 
 #[cfg(test)]
