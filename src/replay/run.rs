@@ -7,6 +7,7 @@
 //! the engine what changed and acting on its decisions, until nothing changes.
 
 use super::error::ReplayError;
+use super::idle;
 use super::summary::{CapacityTypeUsage, Percentiles, ReplaySummary, TimelineRow};
 use super::world::World;
 use dovetail_actuate::{histogram, BatchWindow, POLL_INTERVAL_MS};
@@ -99,10 +100,25 @@ pub fn replay(
     // Progress goes out once a second of wall time: a step can take seconds at thousands of
     // nodes, so a count of steps left a big replay silent for minutes.
     let mut last_progress = Instant::now();
+    // Consecutive poll instants that changed nothing in a settled world (see `idle`).
+    let mut quiet_polls: u32 = 0;
+    let mut polls_skipped: u64 = 0;
     loop {
-        let poll = w.has_nodes().then_some(
-            (w.control.last_advance_ms().div_euclid(POLL_INTERVAL_MS) + 1) * POLL_INTERVAL_MS,
-        );
+        let last = w.control.last_advance_ms();
+        let poll = if !w.has_nodes() {
+            None
+        } else if quiet_polls >= idle::QUIET_POLLS_BEFORE_SKIPPING {
+            let wake = [
+                w.control.next_engine_timer_ms(),
+                idle::next_budget_change_ms(w.control.actuator().nodepools().values(), last, end_ms),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
+            wake.map(|t| idle::poll_at_or_after(last, t))
+        } else {
+            Some(idle::next_poll_after(last))
+        };
         let candidates = [
             events.get(idx).map(|e| e.t as i64),
             w.cloud.next_event_ms(),
@@ -135,7 +151,20 @@ pub fn replay(
         }
         w.cloud_events(now);
         w.expire_unavailable(now);
-        w.step(now, MAX_STEPS_PER_INSTANT)?;
+        let changed = w.step(now, MAX_STEPS_PER_INSTANT)?;
+        if changed || !w.settled() {
+            quiet_polls = 0;
+        } else if poll == Some(now) {
+            let regular = idle::next_poll_after(last);
+            if now > regular {
+                // Woken past the regular polls: poll once more before skipping again, so the
+                // engine's minute clock has caught up with the wake-up.
+                polls_skipped += ((now - regular) / POLL_INTERVAL_MS) as u64;
+                quiet_polls = 1;
+            } else {
+                quiet_polls += 1;
+            }
+        }
         w.peak_nodes = w.peak_nodes.max(w.alive_nodes());
         if last_progress.elapsed().as_millis() >= 1000 {
             last_progress = Instant::now();
@@ -155,7 +184,8 @@ pub fn replay(
         nodes: w.alive_nodes(),
         pods_pending: w.pods_pending(),
     });
-    let summary = summarise(&w, opts, end_ms, lower_bound_usd, wall);
+    let mut summary = summarise(&w, opts, end_ms, lower_bound_usd, wall);
+    summary.disruption_polls_skipped = polls_skipped;
     let mut instances: Vec<dovetail_dataflow::backend::Instance> =
         w.cloud.instances().cloned().collect();
     instances.sort_by(|a, b| {
@@ -267,6 +297,7 @@ fn summarise(
         pod_pending_seconds: Percentiles::of(&pending),
         pods_never_scheduled: w.cluster.pods().filter(|p| p.node_name.is_none()).count() as u64,
         engine_epochs: w.control.advances(),
+        disruption_polls_skipped: 0,
         engine_update_micros: Percentiles::of(w.control.latency_micros()),
         peak_rss_bytes: super::summary::peak_rss_bytes(),
         notes,

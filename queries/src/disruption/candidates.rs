@@ -153,7 +153,7 @@ pub fn candidates<'s>(
     let consolidatable = during(
         views
             .clone()
-            .flat_map(|(node, v, since)| v.consolidate_after_ms.map(|a| (node, since + a))),
+            .flat_map(|(node, v, since)| v.consolidate_after_ms.map(|a| (node, since.saturating_add(a)))),
         |(_, from)| (*from, None),
     )
     .map(|(node, _)| (node, Part::Consolidatable));
