@@ -133,6 +133,13 @@ pub fn replay(
         if now > end_ms {
             break;
         }
+        if quiet_polls >= idle::QUIET_POLLS_BEFORE_SKIPPING && w.has_nodes() {
+            // The regular polls in [regular, now) were not run.
+            let regular = idle::next_poll_after(last);
+            if now > regular {
+                polls_skipped += ((now - regular + POLL_INTERVAL_MS - 1) / POLL_INTERVAL_MS) as u64;
+            }
+        }
         if let Some(speed) = opts.speed.filter(|s| *s > 0.0) {
             let wait = (now - last_t) as f64 / speed;
             if wait > 0.0 {
@@ -155,11 +162,9 @@ pub fn replay(
         if changed || !w.settled() {
             quiet_polls = 0;
         } else if poll == Some(now) {
-            let regular = idle::next_poll_after(last);
-            if now > regular {
+            if now > idle::next_poll_after(last) {
                 // Woken past the regular polls: poll once more before skipping again, so the
                 // engine's minute clock has caught up with the wake-up.
-                polls_skipped += ((now - regular) / POLL_INTERVAL_MS) as u64;
                 quiet_polls = 1;
             } else {
                 quiet_polls += 1;
