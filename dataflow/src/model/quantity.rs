@@ -93,7 +93,8 @@ pub fn parse_quantity(text: &str) -> Result<Milli, QuantityError> {
     } else {
         let denominator = 10i128.checked_pow((-exp) as u32).ok_or_else(overflow)?;
         // Round up (towards +infinity for the magnitude) as Kubernetes does for sub-milli values.
-        (numerator + denominator - 1) / denominator
+        // Not `(n + d - 1) / d`: with a long fraction that sum overflows (found by fuzzing).
+        numerator / denominator + i128::from(numerator % denominator != 0)
     };
     let value = i64::try_from(value).map_err(|_| overflow())?;
     Ok(if negative { -value } else { value })
@@ -151,6 +152,14 @@ mod tests {
         assert_eq!(parse_quantity("1n"), Ok(1));
         assert_eq!(parse_quantity("1500u"), Ok(2));
         assert_eq!(parse_quantity("0.0001"), Ok(1));
+    }
+
+    #[test]
+    fn a_long_fraction_rounds_up_without_overflowing() {
+        // The cargo-fuzz `quantities` target's first finding: rounding this up overflowed i128.
+        let text = "000.00099533333300000000000000000333333332";
+        assert_eq!(parse_quantity(text), Ok(1));
+        assert_eq!(parse_quantity(&format!("{text}k")), Ok(996));
     }
 
     #[test]
