@@ -536,8 +536,14 @@ fn worker_counts_outside_their_range_are_refused() {
 #[test]
 fn a_full_disk_is_an_error_not_a_panic() {
     let cases: [(&[&str], &str); 3] = [
-        (&["plan", "-o", "json", "-f", "examples/cluster"], "writing the plan"),
-        (&["plan", "-o", "table", "-f", "examples/cluster"], "writing the plan"),
+        (
+            &["plan", "-o", "json", "-f", "examples/cluster"],
+            "writing the plan",
+        ),
+        (
+            &["plan", "-o", "table", "-f", "examples/cluster"],
+            "writing the plan",
+        ),
         (&["crds"], "writing the crds"),
     ];
     for (args, needle) in cases {

@@ -135,9 +135,9 @@ struct TempTrace(std::path::PathBuf);
 
 impl TempTrace {
     fn new(name: &str, lines: &[String]) -> TempTrace {
-        let path =
-            std::env::temp_dir().join(format!("dovetail-{}-{name}", std::process::id()));
-        let mut text = String::from("{\"dovetail_trace\":1,\"source\":\"test\",\"time_unit\":\"ms\"}\n");
+        let path = std::env::temp_dir().join(format!("dovetail-{}-{name}", std::process::id()));
+        let mut text =
+            String::from("{\"dovetail_trace\":1,\"source\":\"test\",\"time_unit\":\"ms\"}\n");
         for l in lines {
             text.push_str(l);
             text.push('\n');
@@ -193,12 +193,12 @@ fn trace_times_past_the_horizon_are_refused_not_wrapped() {
     for far in ["1000000000000000", "9223372036854775807"] {
         let trace = TempTrace::new(
             &format!("far-{far}.jsonl"),
-            &[pod_created(0, "a"), pod_created(far.parse().expect("a number"), "b")],
+            &[
+                pod_created(0, "a"),
+                pod_created(far.parse().expect("a number"), "b"),
+            ],
         );
-        refused(
-            &dovetail(&["replay", trace.path()]),
-            "line 3: t=",
-        );
+        refused(&dovetail(&["replay", trace.path()]), "line 3: t=");
         let out = dovetail(&["replay", trace.path()]);
         assert!(
             String::from_utf8_lossy(&out.stderr).contains("past the trace horizon"),
@@ -224,13 +224,22 @@ fn an_idle_simulated_day_costs_a_few_epochs() {
         "data/traces/nodepools.yaml",
         "--json",
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let summary: Value = serde_json::from_slice(&out.stdout).expect("summary JSON");
     assert_eq!(summary["pods_created"], 2);
     assert_eq!(summary["pods_never_scheduled"], 0);
     let epochs = summary["engine_epochs"].as_u64().expect("epochs");
-    let skipped = summary["disruption_polls_skipped"].as_u64().expect("skipped");
-    assert!(epochs < 1_000, "{epochs} epochs for an idle day: {summary:#}");
+    let skipped = summary["disruption_polls_skipped"]
+        .as_u64()
+        .expect("skipped");
+    assert!(
+        epochs < 1_000,
+        "{epochs} epochs for an idle day: {summary:#}"
+    );
     assert!(skipped > 8_000, "{skipped} polls skipped: {summary:#}");
 }
 
@@ -244,11 +253,7 @@ fn simulator_settings_that_would_spin_or_are_mistyped_name_the_field() {
             "capacity_per_offering: 0\nice_ttl_ms: 0\n",
             "ice_ttl_ms: 0 is below the minimum of 1000 ms",
         ),
-        (
-            "typed.yaml",
-            "ice_ttl_ms: 3m\n",
-            "ice_ttl_ms: invalid type",
-        ),
+        ("typed.yaml", "ice_ttl_ms: 3m\n", "ice_ttl_ms: invalid type"),
         (
             "typo.json",
             "{\"launch_to_runing_ms\": 5}",
@@ -289,11 +294,18 @@ fn no_capacity_anywhere_ends_with_pods_pending() {
         config.to_str().expect("UTF-8 path"),
         "--json",
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let summary: Value = serde_json::from_slice(&out.stdout).expect("summary JSON");
     assert_eq!(summary["nodes_launched"], 0);
     assert_eq!(summary["pods_never_scheduled"], 1);
-    assert!(summary["capacity_errors"].as_u64().unwrap_or(0) > 0, "{summary:#}");
+    assert!(
+        summary["capacity_errors"].as_u64().unwrap_or(0) > 0,
+        "{summary:#}"
+    );
     // Four TTL periods in the 10 minutes of settling, a few epochs each.
     let epochs = summary["engine_epochs"].as_u64().expect("epochs");
     assert!(epochs < 200, "{epochs} epochs");

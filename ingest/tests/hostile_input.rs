@@ -87,7 +87,11 @@ fn container_requests_whose_sum_overflows_ask_for_everything() {
     let text = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - {name: a, resources: {requests: {cpu: \"9223372036854775\"}}}\n  - {name: b, resources: {requests: {cpu: \"9223372036854775\"}}}\n";
     let m = load_str("p.yaml", text).expect("each request fits on its own");
     let requests = &m.pods[0].requests;
-    assert_eq!(requests.cpu, i64::MAX, "the sum saturates instead of wrapping");
+    assert_eq!(
+        requests.cpu,
+        i64::MAX,
+        "the sum saturates instead of wrapping"
+    );
     let biggest_node = Resources {
         cpu: 448_000,
         memory: 24 * 1024 * 1024 * 1024 * 1024 * 1000,

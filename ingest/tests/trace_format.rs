@@ -468,7 +468,10 @@ fn times_past_the_horizon_are_refused_at_their_line() {
     let ev = |t: u64| format!("{{\"t\":{t},\"event\":\"pod_deleted\",\"name\":\"a\"}}\n");
     // At the horizon is fine; one past it, 10^15 (31,700 years) and u64::MAX are not.
     let ok = format!("{HEADER}\n{}", ev(MAX_TRACE_MS));
-    assert_eq!(read_trace("t", ok.as_bytes(), false).unwrap().events.len(), 1);
+    assert_eq!(
+        read_trace("t", ok.as_bytes(), false).unwrap().events.len(),
+        1
+    );
     for far in [MAX_TRACE_MS + 1, 1_000_000_000_000_000, u64::MAX] {
         let text = format!("{HEADER}\n{}{}", ev(0), ev(far));
         let err = line_error(&text);

@@ -30,7 +30,9 @@ pub const MIN_ICE_TTL_MS: i64 = 1_000;
 pub enum ConfigError {
     #[error("simulator configuration: {0}")]
     Json(#[from] serde_json::Error),
-    #[error("simulator configuration is not a mapping of settings (e.g. {{\"seed\": 7}}), found {0}")]
+    #[error(
+        "simulator configuration is not a mapping of settings (e.g. {{\"seed\": 7}}), found {0}"
+    )]
     NotAMapping(&'static str),
     #[error("simulator configuration, {field}: {reason}")]
     Field { field: String, reason: String },
@@ -233,8 +235,9 @@ mod tests {
                 .starts_with("simulator configuration, ice_ttl_ms: invalid type"),
             "{err}"
         );
-        let err = SimConfig::from_json(r#"{"capacity_overrides": {"m5.large/us-east-1a/spot": -1}}"#)
-            .unwrap_err();
+        let err =
+            SimConfig::from_json(r#"{"capacity_overrides": {"m5.large/us-east-1a/spot": -1}}"#)
+                .unwrap_err();
         assert!(err.to_string().contains("capacity_overrides"), "{err}");
         assert!(matches!(
             SimConfig::from_json("[1, 2]"),

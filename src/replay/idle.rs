@@ -114,7 +114,11 @@ mod tests {
         assert_eq!(poll_at_or_after(0, 3_600_000), 3_600_000);
         assert_eq!(poll_at_or_after(0, 3_600_001), 3_610_000);
         assert_eq!(poll_at_or_after(50_000, 1), 60_000);
-        assert_eq!(poll_at_or_after(0, i64::MAX), i64::MAX, "saturates, never wraps");
+        assert_eq!(
+            poll_at_or_after(0, i64::MAX),
+            i64::MAX,
+            "saturates, never wraps"
+        );
     }
 
     #[test]
@@ -133,7 +137,10 @@ mod tests {
             Some(next_day)
         );
         // Nothing scheduled: no wake-up; searched only up to the limit.
-        assert_eq!(next_budget_change_ms(&[NodePool::default()], 0, i64::MAX), None);
+        assert_eq!(
+            next_budget_change_ms(&[NodePool::default()], 0, i64::MAX),
+            None
+        );
         assert_eq!(next_budget_change_ms(&pools, 0, 60_000), None);
     }
 }

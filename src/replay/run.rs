@@ -110,7 +110,11 @@ pub fn replay(
         } else if quiet_polls >= idle::QUIET_POLLS_BEFORE_SKIPPING {
             let wake = [
                 w.control.next_engine_timer_ms(),
-                idle::next_budget_change_ms(w.control.actuator().nodepools().values(), last, end_ms),
+                idle::next_budget_change_ms(
+                    w.control.actuator().nodepools().values(),
+                    last,
+                    end_ms,
+                ),
             ]
             .into_iter()
             .flatten()

@@ -91,7 +91,9 @@ impl Resources {
         out.cpu = out.cpu.saturating_sub(other.cpu);
         out.memory = out.memory.saturating_sub(other.memory);
         out.pods = out.pods.saturating_sub(other.pods);
-        out.ephemeral_storage = out.ephemeral_storage.saturating_sub(other.ephemeral_storage);
+        out.ephemeral_storage = out
+            .ephemeral_storage
+            .saturating_sub(other.ephemeral_storage);
         for (k, v) in &other.extended {
             let e = out.extended.entry(k.clone()).or_insert(0);
             *e = e.saturating_sub(*v);
