@@ -11,6 +11,10 @@ fuzz_target!(|data: &[u8]| {
     };
     if let Ok(milli) = parse_quantity(text) {
         let printed = format_milli(milli);
-        assert_eq!(parse_quantity(&printed), Ok(milli), "{text:?} printed as {printed:?}");
+        assert_eq!(
+            parse_quantity(&printed),
+            Ok(milli),
+            "{text:?} printed as {printed:?}"
+        );
     }
 });
