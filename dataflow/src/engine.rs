@@ -249,6 +249,9 @@ impl Engine {
             }
         }
         self.epoch = next;
+        // Forget the timers passed, so a long-running controller that never asks for the next
+        // one does not keep every window it ever scheduled.
+        self.timers.next_at_or_after(next);
         let mut out: Vec<(Decision, isize)> = diffs.into_iter().filter(|(_, r)| *r != 0).collect();
         out.sort();
         for (d, r) in &out {

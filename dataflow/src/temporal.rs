@@ -31,7 +31,9 @@ impl Timers {
     /// The first scheduled time at or after `epoch`; earlier ones are forgotten.
     pub fn next_at_or_after(&self, epoch: Epoch) -> Option<Epoch> {
         let mut times = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        *times = times.split_off(&epoch);
+        while times.first().is_some_and(|t| *t < epoch) {
+            times.pop_first();
+        }
         times.first().copied()
     }
 }
