@@ -88,7 +88,7 @@ fn prices_saturate_at_the_ceiling_and_are_never_negative() {
 fn container_requests_whose_sum_overflows_ask_for_everything() {
     let text = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - {name: a, resources: {requests: {cpu: \"9223372036854775\"}}}\n  - {name: b, resources: {requests: {cpu: \"9223372036854775\"}}}\n";
     let m = load_str("p.yaml", text).expect("each request fits on its own");
-    let requests = &m.pods[0].requests;
+    let requests = &m.pods[0].scheduling.requests;
     assert_eq!(
         requests.cpu,
         i64::MAX,
