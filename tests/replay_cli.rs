@@ -181,7 +181,7 @@ fn worker_counts_and_speeds_outside_their_ranges_are_refused() {
     }
     for speed in ["0", "-2", "NaN", "inf"] {
         refused(
-            &dovetail(&["replay", trace, "--speed", speed]),
+            &dovetail(&["replay", trace, &format!("--speed={speed}")]),
             "finite number above 0",
         );
     }
