@@ -1,6 +1,7 @@
 //! dovetail: a Kubernetes node autoscaler in the mould of Karpenter, whose decisions are
 //! standing queries kept up to date by differential dataflow.
 
+mod cli_ranges;
 mod feature_gates;
 mod output;
 mod plan;
@@ -43,8 +44,8 @@ enum Command {
         region: String,
         #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
         output: Format,
-        /// Timely worker threads.
-        #[arg(short = 'w', long, default_value_t = 1)]
+        /// Timely worker threads (1 to 256).
+        #[arg(short = 'w', long, default_value = "1", value_parser = cli_ranges::parse_workers)]
         workers: usize,
         /// The time to plan at (RFC 3339): expiry, consolidateAfter, do-not-disrupt durations
         /// and budget schedules are judged at it. Default: now.

@@ -22,8 +22,8 @@ pub struct ReplayArgs {
     /// Seed for every random draw (overrides the sim config's).
     #[arg(long)]
     seed: Option<u64>,
-    /// Run at this multiple of real time instead of as fast as possible.
-    #[arg(long)]
+    /// Run at this multiple of real time instead of as fast as possible (finite, above 0).
+    #[arg(long, value_parser = crate::cli_ranges::parse_speed)]
     speed: Option<f64>,
     /// Write summary.json, timeline.csv, charts and index.html here.
     #[arg(long)]
@@ -31,8 +31,8 @@ pub struct ReplayArgs {
     /// Count malformed trace lines and continue instead of stopping at the first.
     #[arg(long)]
     skip_bad: bool,
-    /// Timely worker threads.
-    #[arg(short = 'w', long, default_value_t = 1)]
+    /// Timely worker threads (1 to 256).
+    #[arg(short = 'w', long, default_value = "1", value_parser = crate::cli_ranges::parse_workers)]
     workers: usize,
     /// Print the summary as JSON instead of text.
     #[arg(long)]

@@ -515,3 +515,51 @@ fn a_closed_pipe_ends_the_output_quietly() {
         );
     }
 }
+
+#[test]
+fn worker_counts_outside_their_range_are_refused() {
+    for w in ["0", "257", "1000", "many"] {
+        let out = dovetail(&["plan", "-f", "examples/cluster", "-w", w]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "-w {w} accepted");
+        assert!(err.contains("--workers") || err.contains("-w"), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    assert!(dovetail(&["plan", "-f", "examples/cluster", "-w", "2"])
+        .status
+        .success());
+}
+
+/// Output to a full disk is an error naming what was being written, never a panic, in every
+/// subcommand that prints to standard output.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_full_disk_is_an_error_not_a_panic() {
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &["plan", "-o", "json", "-f", "examples/cluster"],
+            "writing the plan",
+        ),
+        (
+            &["plan", "-o", "table", "-f", "examples/cluster"],
+            "writing the plan",
+        ),
+        (&["crds"], "writing the crds"),
+    ];
+    for (args, needle) in cases {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .expect("/dev/full");
+        let out = Command::new(env!("CARGO_BIN_EXE_dovetail"))
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .stdout(full)
+            .output()
+            .expect("dovetail runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}

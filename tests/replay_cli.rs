@@ -129,3 +129,226 @@ fn converts_a_slice_of_the_real_dlrm_trace() {
         "time never goes back"
     );
 }
+
+/// A trace file in the temp folder, removed on drop.
+struct TempTrace(std::path::PathBuf);
+
+impl TempTrace {
+    fn new(name: &str, lines: &[String]) -> TempTrace {
+        let path = std::env::temp_dir().join(format!("dovetail-{}-{name}", std::process::id()));
+        let mut text =
+            String::from("{\"dovetail_trace\":1,\"source\":\"test\",\"time_unit\":\"ms\"}\n");
+        for l in lines {
+            text.push_str(l);
+            text.push('\n');
+        }
+        std::fs::write(&path, text).expect("trace written");
+        TempTrace(path)
+    }
+
+    fn path(&self) -> &str {
+        self.0.to_str().expect("a UTF-8 temp path")
+    }
+}
+
+impl Drop for TempTrace {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn pod_created(t: u64, name: &str) -> String {
+    format!(
+        "{{\"t\":{t},\"event\":\"pod_created\",\"pod\":{{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{{\"name\":\"{name}\",\"namespace\":\"default\"}},\"spec\":{{\"containers\":[{{\"name\":\"c\",\"resources\":{{\"requests\":{{\"cpu\":\"1\",\"memory\":\"1Gi\"}}}}}}]}}}}}}"
+    )
+}
+
+fn refused(out: &std::process::Output, needle: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "accepted: {err}");
+    assert!(err.contains(needle), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn worker_counts_and_speeds_outside_their_ranges_are_refused() {
+    let trace = "tests/fixtures/bad-trace.jsonl";
+    for w in ["0", "257", "1000"] {
+        refused(
+            &dovetail(&["replay", trace, "-w", w]),
+            "must be between 1 and 256",
+        );
+    }
+    for speed in ["0", "-2", "NaN", "inf"] {
+        refused(
+            &dovetail(&["replay", trace, &format!("--speed={speed}")]),
+            "finite number above 0",
+        );
+    }
+}
+
+#[test]
+fn trace_times_past_the_horizon_are_refused_not_wrapped() {
+    // 10^15 ms (31,700 years) ticked for ever; i64::MAX wrapped the clock to negative hours.
+    for far in ["1000000000000000", "9223372036854775807"] {
+        let trace = TempTrace::new(
+            &format!("far-{far}.jsonl"),
+            &[
+                pod_created(0, "a"),
+                pod_created(far.parse().expect("a number"), "b"),
+            ],
+        );
+        refused(&dovetail(&["replay", trace.path()]), "line 3: t=");
+        let out = dovetail(&["replay", trace.path()]);
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("past the trace horizon"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn an_idle_simulated_day_costs_a_few_epochs() {
+    // One pod at 0 keeps one node busy; the next event is a day later. Polling every 10 s
+    // would close more than 8,640 epochs; an idle world skips to the engine's next timer.
+    let day: u64 = 24 * 3_600_000;
+    let trace = TempTrace::new(
+        "idle-day.jsonl",
+        &[pod_created(0, "a"), pod_created(day, "b")],
+    );
+    let out = dovetail(&[
+        "replay",
+        trace.path(),
+        "--nodepools",
+        "data/traces/nodepools.yaml",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: Value = serde_json::from_slice(&out.stdout).expect("summary JSON");
+    assert_eq!(summary["pods_created"], 2);
+    assert_eq!(summary["pods_never_scheduled"], 0);
+    let epochs = summary["engine_epochs"].as_u64().expect("epochs");
+    let skipped = summary["disruption_polls_skipped"]
+        .as_u64()
+        .expect("skipped");
+    assert!(
+        epochs < 1_000,
+        "{epochs} epochs for an idle day: {summary:#}"
+    );
+    assert!(skipped > 8_000, "{skipped} polls skipped: {summary:#}");
+}
+
+#[test]
+fn simulator_settings_that_would_spin_or_are_mistyped_name_the_field() {
+    let dir = std::env::temp_dir().join(format!("dovetail-simcfg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let cases = [
+        (
+            "zero-ttl.yaml",
+            "capacity_per_offering: 0\nice_ttl_ms: 0\n",
+            "ice_ttl_ms: 0 is below the minimum of 1000 ms",
+        ),
+        ("typed.yaml", "ice_ttl_ms: 3m\n", "ice_ttl_ms: invalid type"),
+        (
+            "typo.json",
+            "{\"launch_to_runing_ms\": 5}",
+            "launch_to_runing_ms",
+        ),
+    ];
+    for (name, text, needle) in cases {
+        let path = dir.join(name);
+        std::fs::write(&path, text).expect("config written");
+        let out = dovetail(&[
+            "replay",
+            "tests/fixtures/bad-trace.jsonl",
+            "--skip-bad",
+            "--sim-config",
+            path.to_str().expect("UTF-8 path"),
+        ]);
+        refused(&out, needle);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn no_capacity_anywhere_ends_with_pods_pending() {
+    // Every offering is out of capacity: each capacity-error TTL (Karpenter's 3 minutes) the
+    // engine tries the offerings again, cheapest first, until all have failed; the replay
+    // ends with the pod reported pending.
+    let dir = std::env::temp_dir().join(format!("dovetail-nocap-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let config = dir.join("none.yaml");
+    std::fs::write(&config, "capacity_per_offering: 0\n").expect("config");
+    let trace = TempTrace::new("nocap.jsonl", &[pod_created(0, "a")]);
+    let out = dovetail(&[
+        "replay",
+        trace.path(),
+        "--nodepools",
+        "data/traces/nodepools.yaml",
+        "--sim-config",
+        config.to_str().expect("UTF-8 path"),
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: Value = serde_json::from_slice(&out.stdout).expect("summary JSON");
+    assert_eq!(summary["nodes_launched"], 0);
+    assert_eq!(summary["pods_never_scheduled"], 1);
+    assert!(
+        summary["capacity_errors"].as_u64().unwrap_or(0) > 0,
+        "{summary:#}"
+    );
+    // Four TTL periods in the 10 minutes of settling, a few epochs each.
+    let epochs = summary["engine_epochs"].as_u64().expect("epochs");
+    assert!(epochs < 200, "{epochs} epochs");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `dovetail replay … | head` and a full disk: a closed pipe ends quietly, a full disk is an
+/// error naming what was written; neither panics.
+#[test]
+fn a_closed_pipe_or_a_full_disk_does_not_panic() {
+    let args = ["replay", "tests/fixtures/bad-trace.jsonl", "--skip-bad"];
+    for json in [false, true] {
+        let mut all = args.to_vec();
+        if json {
+            all.push("--json");
+        }
+        let mut child = Command::new(env!("CARGO_BIN_EXE_dovetail"))
+            .args(&all)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("dovetail runs");
+        drop(child.stdout.take());
+        let out = child.wait_with_output().expect("dovetail ends");
+        assert!(
+            out.status.success(),
+            "{:?} {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if cfg!(target_os = "linux") {
+            let full = std::fs::OpenOptions::new()
+                .write(true)
+                .open("/dev/full")
+                .expect("/dev/full");
+            let out = Command::new(env!("CARGO_BIN_EXE_dovetail"))
+                .args(&all)
+                .current_dir(env!("CARGO_MANIFEST_DIR"))
+                .stdout(full)
+                .output()
+                .expect("dovetail runs");
+            refused(&out, "writing the summary to standard output");
+        }
+    }
+}

@@ -126,6 +126,11 @@ impl Actuator {
         self.nodepools.get(name)
     }
 
+    /// The NodePools the sources have told the loop of, by name.
+    pub fn nodepools(&self) -> &BTreeMap<String, NodePool> {
+        &self.nodepools
+    }
+
     pub fn set_nodeclass(&mut self, class: EC2NodeClass) {
         self.nodeclasses.insert(class.name.clone(), class);
     }
@@ -162,9 +167,12 @@ impl Actuator {
     /// interruption, as Karpenter does), here for building fleet requests and, as a
     /// `Fact::CapacityError` with its window on the engine's clock, for the engine.
     pub fn mark_unavailable(&mut self, now_ms: i64, key: OfferingKey) {
-        let until_ms = now_ms.saturating_add(self.settings.capacity_error_ttl_ms);
-        self.unavailable
-            .mark(key.clone(), now_ms, self.settings.capacity_error_ttl_ms);
+        let ttl_ms = self
+            .settings
+            .capacity_error_ttl_ms
+            .max(crate::capacity_errors::MIN_CAPACITY_ERROR_TTL_MS);
+        let until_ms = now_ms.saturating_add(ttl_ms);
+        self.unavailable.mark(key.clone(), now_ms, ttl_ms);
         let fact = Fact::CapacityError {
             offering: key,
             at_ms: now_ms,

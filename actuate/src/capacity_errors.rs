@@ -5,6 +5,11 @@
 use dovetail_dataflow::backend::OfferingKey;
 use std::collections::BTreeMap;
 
+/// The shortest time an offering stays unavailable, whatever TTL is configured: with a zero
+/// TTL the failed offering is offered again in the same instant, and a cloud with no capacity
+/// anywhere is retried without end.
+pub const MIN_CAPACITY_ERROR_TTL_MS: i64 = 1_000;
+
 #[derive(Debug, Clone, Default)]
 pub struct UnavailableOfferings {
     until: BTreeMap<OfferingKey, i64>,

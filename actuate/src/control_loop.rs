@@ -152,6 +152,14 @@ impl ControlLoop {
         self.advances
     }
 
+    /// When a timer of the standing queries is next due (see [`Engine::next_timer`]): with no
+    /// new facts, nothing the engine decides changes before it (the minute clock aside).
+    pub fn next_engine_timer_ms(&self) -> Option<i64> {
+        self.engine
+            .next_timer()
+            .map(|t| i64::try_from(t).unwrap_or(i64::MAX))
+    }
+
     /// The clock of the last epoch closed.
     pub fn last_advance_ms(&self) -> i64 {
         self.last_advance_ms

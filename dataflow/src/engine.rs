@@ -7,6 +7,7 @@
 
 use crate::decisions::Decision;
 use crate::facts::{Fact, Minute};
+use crate::temporal::{building_with, Timers};
 use crossbeam_channel::{unbounded, Receiver, Sender};
 use differential_dataflow::input::Input;
 use differential_dataflow::VecCollection;
@@ -83,6 +84,7 @@ pub struct Engine {
     decisions: HashMap<Decision, isize>,
     /// The `Fact::Clock` currently inserted.
     clock: Option<Minute>,
+    timers: Timers,
     /// A worker panicked: the survivors cannot finish, so they are not joined.
     poisoned: bool,
 }
@@ -107,6 +109,8 @@ impl Engine {
             },
             worker: WorkerConfig::default(),
         };
+        let timers = Timers::default();
+        let worker_timers = timers.clone();
         let guards = timely::execute(config, move |worker| {
             let index = worker.index();
             let Some(commands) = command_rxs
@@ -125,7 +129,7 @@ impl Engine {
             let mut facts_in = worker.dataflow::<Epoch, _, _>(|scope| {
                 let (input, facts) = scope.new_collection::<Fact, isize>();
                 let sink = held.clone();
-                build(facts)
+                building_with(&worker_timers, || build(facts))
                     .inspect(move |(decision, time, diff)| {
                         sink.borrow_mut().push((decision.clone(), *time, *diff));
                     })
@@ -183,6 +187,7 @@ impl Engine {
             epoch: 0,
             decisions: HashMap::new(),
             clock: None,
+            timers,
             poisoned: false,
         })
     }
@@ -190,6 +195,14 @@ impl Engine {
     /// The epoch the engine has caught up to.
     pub fn epoch(&self) -> Epoch {
         self.epoch
+    }
+
+    /// The first time not yet reached at which a timer of the queries (a [`crate::temporal`]
+    /// window opening or closing) may change a decision without any new fact; `None` when no
+    /// timer is pending. Between now and then, with no new facts, advancing changes nothing
+    /// but the minute clock.
+    pub fn next_timer(&self) -> Option<Epoch> {
+        self.timers.next_at_or_after(self.epoch)
     }
 
     /// Applies `updates` at the current epoch, closes it, moves to `next`, and returns the
@@ -236,6 +249,9 @@ impl Engine {
             }
         }
         self.epoch = next;
+        // Forget the timers passed, so a long-running controller that never asks for the next
+        // one does not keep every window it ever scheduled.
+        self.timers.next_at_or_after(next);
         let mut out: Vec<(Decision, isize)> = diffs.into_iter().filter(|(_, r)| *r != 0).collect();
         out.sort();
         for (d, r) in &out {

@@ -8,7 +8,49 @@
 
 use crate::engine::Epoch;
 use differential_dataflow::{AsCollection, VecCollection};
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, PoisonError};
 use timely::dataflow::operators::vec::Map;
+
+/// The future times [`during`] has scheduled an update at, shared by an engine's workers, so a
+/// driver can skip the instants between where nothing can change: with no new facts, a
+/// dataflow's output changes only at a time some window opens or closes. A window whose record
+/// was retracted stays listed (an extra wake-up, never a missed one) until the clock passes it.
+#[derive(Debug, Clone, Default)]
+pub struct Timers(Arc<Mutex<BTreeSet<Epoch>>>);
+
+impl Timers {
+    fn note(&self, at: Epoch) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(at);
+    }
+
+    /// The first scheduled time at or after `epoch`; earlier ones are forgotten.
+    pub fn next_at_or_after(&self, epoch: Epoch) -> Option<Epoch> {
+        let mut times = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        while times.first().is_some_and(|t| *t < epoch) {
+            times.pop_first();
+        }
+        times.first().copied()
+    }
+}
+
+thread_local! {
+    /// The timers of the dataflow being built on this thread (set by the engine around its
+    /// query builder, read once per [`during`] at build time).
+    static BUILDING: RefCell<Option<Timers>> = const { RefCell::new(None) };
+}
+
+/// Runs `build` with `timers` collecting the times of every [`during`] it builds.
+pub(crate) fn building_with<R>(timers: &Timers, build: impl FnOnce() -> R) -> R {
+    BUILDING.with(|b| *b.borrow_mut() = Some(timers.clone()));
+    let out = build();
+    BUILDING.with(|b| *b.borrow_mut() = None);
+    out
+}
 
 /// Milliseconds as a logical time (negative times are the start of time).
 pub fn at(ms: i64) -> Epoch {
@@ -25,12 +67,18 @@ pub fn during<'s, D>(
 where
     D: differential_dataflow::Data,
 {
+    let timers = BUILDING.with(|b| b.borrow().clone());
     records
         .inner
         .flat_map(move |(d, t, r)| {
             let (from, until) = valid(&d);
             let start = t.max(at(from));
             let end = until.map(|u| t.max(at(u)));
+            if let Some(timers) = &timers {
+                for future in [Some(start), end].into_iter().flatten().filter(|f| *f > t) {
+                    timers.note(future);
+                }
+            }
             match end {
                 Some(end) if end <= start => vec![],
                 Some(end) => vec![(d.clone(), start, r), (d, end, -r)],
@@ -82,6 +130,18 @@ mod tests {
         assert_eq!(d, vec![(Decision::LowerBound(Price(0)), 1)]);
         let d = e.advance(200_000, vec![]).expect("advance");
         assert_eq!(d, vec![(Decision::LowerBound(Price(0)), -1)]);
+    }
+
+    #[test]
+    fn the_engine_knows_when_a_window_opens_or_closes() {
+        let mut e = engine();
+        assert_eq!(e.next_timer(), None);
+        e.advance(1_000, vec![(pdb("0"), 1)]).expect("advance");
+        assert_eq!(e.next_timer(), Some(60_000));
+        e.advance(60_001, vec![]).expect("advance");
+        assert_eq!(e.next_timer(), Some(120_000));
+        e.advance(120_001, vec![]).expect("advance");
+        assert_eq!(e.next_timer(), None);
     }
 
     #[test]

@@ -463,6 +463,31 @@ fn skip_bad_counts_bad_lines_and_goes_on() {
 }
 
 #[test]
+fn times_past_the_horizon_are_refused_at_their_line() {
+    use dovetail_ingest::trace::MAX_TRACE_MS;
+    let ev = |t: u64| format!("{{\"t\":{t},\"event\":\"pod_deleted\",\"name\":\"a\"}}\n");
+    // At the horizon is fine; one past it, 10^15 (31,700 years) and u64::MAX are not.
+    let ok = format!("{HEADER}\n{}", ev(MAX_TRACE_MS));
+    assert_eq!(
+        read_trace("t", ok.as_bytes(), false).unwrap().events.len(),
+        1
+    );
+    for far in [MAX_TRACE_MS + 1, 1_000_000_000_000_000, u64::MAX] {
+        let text = format!("{HEADER}\n{}{}", ev(0), ev(far));
+        let err = line_error(&text);
+        assert_eq!(err.line(), 3, "{err}");
+        assert!(err.to_string().contains("past the trace horizon"), "{err}");
+    }
+    let mut w = TraceWriter::new(Vec::new(), &TraceHeader::new("w")).unwrap();
+    let e = RawEvent::PodDeleted(PodRef {
+        namespace: "default".into(),
+        name: "a".into(),
+    });
+    let err = w.write(MAX_TRACE_MS + 1, &e).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+}
+
+#[test]
 fn time_must_not_decrease() {
     let ev = |t: u64, name: &str| {
         format!("{{\"t\":{t},\"event\":\"pod_deleted\",\"name\":\"{name}\"}}\n")

@@ -28,15 +28,19 @@ fn selects_type(overlay: &NodeOverlay, it: &InstanceType, pool: &NodePool) -> bo
     })
 }
 
-/// Applies a price adjustment as written: `+10%`, `-5%`, `+0.02`, `-0.01`.
+/// Applies a price adjustment as written: `+10%`, `-5%`, `+0.02`, `-0.01`. The result is
+/// clamped to `0..=Price::CEILING` (an adjustment too large to add saturates at the ceiling, it
+/// never wraps to a negative price read as free); text that is not a finite number leaves the
+/// price as it was (the loader refuses such overlays).
 fn adjust(price: Price, adjustment: &str) -> Price {
     let s = adjustment.trim();
+    let number = |t: &str| t.parse::<f64>().ok().filter(|n| !n.is_nan());
     if let Some(pct) = s.strip_suffix('%') {
-        if let Ok(p) = pct.parse::<f64>() {
-            return Price(((price.0 as f64) * (1.0 + p / 100.0)).round().max(0.0) as i64);
+        if let Some(p) = number(pct) {
+            return Price::clamped_micros((price.0 as f64) * (1.0 + p / 100.0));
         }
-    } else if let Ok(d) = s.parse::<f64>() {
-        return Price((price.0 + (d * 1_000_000.0).round() as i64).max(0));
+    } else if let Some(d) = number(s) {
+        return Price::clamped_micros(price.0 as f64 + d * 1_000_000.0);
     }
     price
 }
@@ -66,7 +70,7 @@ pub fn apply_overlays(
             out.capacity.set(resource, *value);
             // Hugepages are carved out of memory.
             if resource.starts_with("hugepages-") {
-                let mem = out.capacity.get(MEMORY) - value;
+                let mem = out.capacity.get(MEMORY).saturating_sub(*value);
                 out.capacity.set(MEMORY, mem);
             }
         }
@@ -84,7 +88,7 @@ pub fn apply_overlays(
                 continue;
             }
             if let Some(p) = o.price {
-                offering.price = Price(p);
+                offering.price = Price::clamped(i128::from(p));
                 break;
             }
             if let Some(adj) = &o.price_adjustment {
@@ -154,6 +158,33 @@ mod tests {
         assert_eq!(out.offerings[1].price, Price(200));
         let out = apply_overlays(&it(), &NodePool::default(), &[&light]);
         assert_eq!(out.offerings[0].price, Price(150));
+    }
+
+    #[test]
+    fn adjustments_too_large_to_add_saturate_instead_of_making_types_free() {
+        let overlay = |adjustment: &str| NodeOverlay {
+            name: "o".into(),
+            price_adjustment: Some(adjustment.into()),
+            ..Default::default()
+        };
+        for huge in ["+1e300", "9223372036854775807", "+1e400%", "inf", "+1e30%"] {
+            let out = apply_overlays(&it(), &NodePool::default(), &[&overlay(huge)]);
+            for o in &out.offerings {
+                assert_eq!(o.price, Price::CEILING, "{huge}: {o:?}");
+            }
+        }
+        // Below zero clamps to zero, as it always did; NaN leaves the price alone.
+        let out = apply_overlays(&it(), &NodePool::default(), &[&overlay("-1e300")]);
+        assert_eq!(out.offerings[0].price, Price(0));
+        let out = apply_overlays(&it(), &NodePool::default(), &[&overlay("NaN%")]);
+        assert_eq!(out.offerings[0].price, Price(100));
+        let set = NodeOverlay {
+            name: "set".into(),
+            price: Some(i64::MAX),
+            ..Default::default()
+        };
+        let out = apply_overlays(&it(), &NodePool::default(), &[&set]);
+        assert_eq!(out.offerings[1].price, Price::CEILING);
     }
 
     #[test]

@@ -19,11 +19,25 @@ pub const INTERRUPTION_WARNING_MS: i64 = 120_000;
 /// `unavailableOfferingsTTLSeconds` setting's default).
 pub const DEFAULT_ICE_TTL_MS: i64 = 180_000;
 
+/// The shortest `ice_ttl_ms` accepted (the actuator's floor, `MIN_CAPACITY_ERROR_TTL_MS`, is
+/// the same): with a shorter one an offering that has no capacity is offered again at once,
+/// and a cloud with no capacity anywhere is retried in a storm (a zero TTL grew a replay past
+/// 4 GB).
+pub const MIN_ICE_TTL_MS: i64 = 1_000;
+
 /// Why a configuration was rejected.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("simulator configuration: {0}")]
     Json(#[from] serde_json::Error),
+    #[error(
+        "simulator configuration is not a mapping of settings (e.g. {{\"seed\": 7}}), found {0}"
+    )]
+    NotAMapping(&'static str),
+    #[error("simulator configuration, {field}: {reason}")]
+    Field { field: String, reason: String },
+    #[error("simulator configuration, ice_ttl_ms: {0} is below the minimum of {MIN_ICE_TTL_MS} ms (a shorter TTL retries an offering with no capacity at once)")]
+    IceTtl(i64),
     #[error("simulator configuration, capacity_overrides: {0}")]
     OverrideKey(#[from] OfferingKeyError),
     #[error("simulator configuration, {field}: {value} is negative")]
@@ -97,9 +111,32 @@ impl Default for SimConfig {
 }
 
 impl SimConfig {
-    /// Parses JSON (missing fields take their defaults) and validates it.
+    /// Parses JSON (missing fields take their defaults) and validates it. An error names the
+    /// setting it is about.
     pub fn from_json(text: &str) -> Result<SimConfig, ConfigError> {
-        let config: SimConfig = serde_json::from_str(text)?;
+        let value: serde_json::Value = serde_json::from_str(text)?;
+        let serde_json::Value::Object(settings) = &value else {
+            return Err(ConfigError::NotAMapping(json_kind(&value)));
+        };
+        let config: SimConfig = match serde_json::from_value(value.clone()) {
+            Ok(c) => c,
+            Err(whole) => {
+                // serde's message names the type it expected, not the setting: read the
+                // settings one at a time to find the one that is wrong.
+                for (field, setting) in settings {
+                    let alone = serde_json::Value::Object(
+                        [(field.clone(), setting.clone())].into_iter().collect(),
+                    );
+                    if let Err(e) = serde_json::from_value::<SimConfig>(alone) {
+                        return Err(ConfigError::Field {
+                            field: field.clone(),
+                            reason: e.to_string(),
+                        });
+                    }
+                }
+                return Err(ConfigError::Json(whole));
+            }
+        };
         config.validate()?;
         Ok(config)
     }
@@ -121,6 +158,9 @@ impl SimConfig {
             if value < 0 {
                 return Err(ConfigError::Negative { field, value });
             }
+        }
+        if self.ice_ttl_ms < MIN_ICE_TTL_MS {
+            return Err(ConfigError::IceTtl(self.ice_ttl_ms));
         }
         if !(self.interruption_rate_scale.is_finite() && self.interruption_rate_scale >= 0.0) {
             return Err(ConfigError::RateScale(self.interruption_rate_scale));
@@ -148,6 +188,18 @@ impl SimConfig {
     }
 }
 
+/// What kind of JSON value `v` is, for messages.
+fn json_kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "nothing (null)",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "a list",
+        serde_json::Value::Object(_) => "a mapping",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -172,10 +224,36 @@ mod tests {
 
     #[test]
     fn rejects_typos_and_bad_values() {
+        let err = SimConfig::from_json(r#"{"seed": 3, "launch_to_runing_ms": 1}"#).unwrap_err();
+        assert!(
+            matches!(&err, ConfigError::Field { field, .. } if field == "launch_to_runing_ms"),
+            "{err}"
+        );
+        let err = SimConfig::from_json(r#"{"seed": 3, "ice_ttl_ms": "3m"}"#).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("simulator configuration, ice_ttl_ms: invalid type"),
+            "{err}"
+        );
+        let err =
+            SimConfig::from_json(r#"{"capacity_overrides": {"m5.large/us-east-1a/spot": -1}}"#)
+                .unwrap_err();
+        assert!(err.to_string().contains("capacity_overrides"), "{err}");
         assert!(matches!(
-            SimConfig::from_json(r#"{"launch_to_runing_ms": 1}"#),
+            SimConfig::from_json("[1, 2]"),
+            Err(ConfigError::NotAMapping("a list"))
+        ));
+        assert!(matches!(
+            SimConfig::from_json("{"),
             Err(ConfigError::Json(_))
         ));
+        for ttl in [0, 999] {
+            assert!(matches!(
+                SimConfig::from_json(&format!(r#"{{"ice_ttl_ms": {ttl}}}"#)),
+                Err(ConfigError::IceTtl(t)) if t == ttl
+            ));
+        }
+        assert!(SimConfig::from_json(r#"{"ice_ttl_ms": 1000}"#).is_ok());
         assert!(matches!(
             SimConfig::from_json(r#"{"shutdown_ms": -1}"#),
             Err(ConfigError::Negative {

@@ -3,6 +3,7 @@
 //! (`dovetail-actuate`) acting on them through the simulated `Cloud` and `Cluster`.
 
 mod error;
+mod idle;
 mod node_facts;
 mod report;
 mod run;

@@ -7,11 +7,12 @@
 //! the engine what changed and acting on its decisions, until nothing changes.
 
 use super::error::ReplayError;
+use super::idle;
 use super::summary::{CapacityTypeUsage, Percentiles, ReplaySummary, TimelineRow};
 use super::world::World;
 use dovetail_actuate::{histogram, BatchWindow, POLL_INTERVAL_MS};
 use dovetail_dataflow::decisions::Decision;
-use dovetail_ingest::trace::TimedEvent;
+use dovetail_ingest::trace::{TimedEvent, MAX_TRACE_MS};
 use dovetail_ingest::Manifests;
 use dovetail_sim::SimConfig;
 use std::time::Instant;
@@ -75,13 +76,22 @@ pub fn replay(
     mut progress: impl FnMut(Progress),
 ) -> Result<ReplayOutcome, ReplayError> {
     let wall = Instant::now();
+    // The reader refuses these; events built in code are held to the same horizon, so the
+    // signed clock below cannot wrap.
+    if let Some(e) = events.iter().find(|e| e.t > MAX_TRACE_MS) {
+        return Err(ReplayError::PastHorizon {
+            line: e.line,
+            t: e.t,
+            horizon: MAX_TRACE_MS,
+        });
+    }
     // Disruption is decided once per poll, at multiples of the interval, as Karpenter's loop.
     let queries = dovetail_queries::standing_queries_polled(POLL_INTERVAL_MS as u64);
     let mut w = World::new(&opts.sim, queries, opts.workers)?;
     w.control.set_batch_window(opts.batch_window);
     w.apply_manifests(initial)?;
 
-    let end_ms = events.last().map(|e| e.t as i64).unwrap_or(0) + opts.settle_ms;
+    let end_ms = (events.last().map(|e| e.t as i64).unwrap_or(0)).saturating_add(opts.settle_ms);
     let mut timeline: Vec<TimelineRow> = Vec::new();
     let mut next_minute: i64 = 0;
     let mut lower_bound_usd = 0.0;
@@ -90,10 +100,29 @@ pub fn replay(
     // Progress goes out once a second of wall time: a step can take seconds at thousands of
     // nodes, so a count of steps left a big replay silent for minutes.
     let mut last_progress = Instant::now();
+    // Consecutive poll instants that changed nothing in a settled world (see `idle`).
+    let mut quiet_polls: u32 = 0;
+    let mut polls_skipped: u64 = 0;
     loop {
-        let poll = w.has_nodes().then_some(
-            (w.control.last_advance_ms().div_euclid(POLL_INTERVAL_MS) + 1) * POLL_INTERVAL_MS,
-        );
+        let last = w.control.last_advance_ms();
+        let poll = if !w.has_nodes() {
+            None
+        } else if quiet_polls >= idle::QUIET_POLLS_BEFORE_SKIPPING {
+            let wake = [
+                w.control.next_engine_timer_ms(),
+                idle::next_budget_change_ms(
+                    w.control.actuator().nodepools().values(),
+                    last,
+                    end_ms,
+                ),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
+            wake.map(|t| idle::poll_at_or_after(last, t))
+        } else {
+            Some(idle::next_poll_after(last))
+        };
         let candidates = [
             events.get(idx).map(|e| e.t as i64),
             w.cloud.next_event_ms(),
@@ -107,6 +136,13 @@ pub fn replay(
         };
         if now > end_ms {
             break;
+        }
+        if quiet_polls >= idle::QUIET_POLLS_BEFORE_SKIPPING && w.has_nodes() {
+            // The regular polls in [regular, now) were not run.
+            let regular = idle::next_poll_after(last);
+            if now > regular {
+                polls_skipped += ((now - regular + POLL_INTERVAL_MS - 1) / POLL_INTERVAL_MS) as u64;
+            }
         }
         if let Some(speed) = opts.speed.filter(|s| *s > 0.0) {
             let wait = (now - last_t) as f64 / speed;
@@ -126,7 +162,18 @@ pub fn replay(
         }
         w.cloud_events(now);
         w.expire_unavailable(now);
-        w.step(now, MAX_STEPS_PER_INSTANT)?;
+        let changed = w.step(now, MAX_STEPS_PER_INSTANT)?;
+        if changed || !w.settled() {
+            quiet_polls = 0;
+        } else if poll == Some(now) {
+            if now > idle::next_poll_after(last) {
+                // Woken past the regular polls: poll once more before skipping again, so the
+                // engine's minute clock has caught up with the wake-up.
+                quiet_polls = 1;
+            } else {
+                quiet_polls += 1;
+            }
+        }
         w.peak_nodes = w.peak_nodes.max(w.alive_nodes());
         if last_progress.elapsed().as_millis() >= 1000 {
             last_progress = Instant::now();
@@ -146,7 +193,8 @@ pub fn replay(
         nodes: w.alive_nodes(),
         pods_pending: w.pods_pending(),
     });
-    let summary = summarise(&w, opts, end_ms, lower_bound_usd, wall);
+    let mut summary = summarise(&w, opts, end_ms, lower_bound_usd, wall);
+    summary.disruption_polls_skipped = polls_skipped;
     let mut instances: Vec<dovetail_dataflow::backend::Instance> =
         w.cloud.instances().cloned().collect();
     instances.sort_by(|a, b| {
@@ -258,6 +306,7 @@ fn summarise(
         pod_pending_seconds: Percentiles::of(&pending),
         pods_never_scheduled: w.cluster.pods().filter(|p| p.node_name.is_none()).count() as u64,
         engine_epochs: w.control.advances(),
+        disruption_polls_skipped: 0,
         engine_update_micros: Percentiles::of(w.control.latency_micros()),
         peak_rss_bytes: super::summary::peak_rss_bytes(),
         notes,

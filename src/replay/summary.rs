@@ -61,6 +61,9 @@ pub struct ReplaySummary {
     pub pod_pending_seconds: Percentiles,
     pub pods_never_scheduled: u64,
     pub engine_epochs: u64,
+    /// Disruption polls not run because the world was idle (see the README's "Limits and
+    /// arithmetic").
+    pub disruption_polls_skipped: u64,
     pub engine_update_micros: Percentiles,
     /// The process's peak resident set at the end (Linux `VmHWM`; `None` elsewhere).
     pub peak_rss_bytes: Option<u64>,

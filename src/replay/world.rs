@@ -125,15 +125,28 @@ impl<C: Cloud> World<C> {
 
     /// Binds what the simulated kube-scheduler can, closes an epoch and acts on it, again while
     /// acting changed what the engine must be told, at most `max_steps` times at one instant.
-    pub(crate) fn step(&mut self, now: i64, max_steps: usize) -> Result<(), ReplayError> {
+    /// True when anything changed: a decision, or something the engine must be told.
+    pub(crate) fn step(&mut self, now: i64, max_steps: usize) -> Result<bool, ReplayError> {
+        let mut changed = false;
         for _ in 0..max_steps {
             self.schedule(now);
             let diffs = self.advance_engine(now)?;
+            changed |= !diffs.is_empty();
             if !self.act(now, &diffs) {
                 break;
             }
+            changed = true;
         }
-        Ok(())
+        Ok(changed)
+    }
+
+    /// Nothing under way that a periodic poll would move on: no facts waiting for the engine,
+    /// no disruption command, no NodeClaim waiting to register.
+    pub(crate) fn settled(&self) -> bool {
+        !self.control.has_changes()
+            && self.dirty_nodes.is_empty()
+            && self.control.actuator().nodes_disrupting() == 0
+            && self.cluster.in_flight().next().is_none()
     }
 
     /// A catalogue discovered again: the region's types (what launches are built from) and each

@@ -40,7 +40,7 @@ pub fn kube_reserved(vcpu: i64, max_pods: i64) -> Resources {
     }
     Resources {
         cpu: reserved_cpu,
-        memory: mib(11 * max_pods + 255),
+        memory: mib(max_pods.saturating_mul(11).saturating_add(255)),
         ephemeral_storage: mib(1024),
         ..Resources::default()
     }

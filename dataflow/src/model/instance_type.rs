@@ -14,9 +14,30 @@ use std::fmt;
 pub struct Price(pub i64);
 
 impl Price {
+    /// The dearest price the engine holds, $1,000,000 an hour: any price from a manifest, a
+    /// trace or an overlay saturates here, so a sum over a million nodes still fits an `i64`
+    /// and an absurd price is merely the dearest, never wrapped into a cheap one.
+    pub const CEILING: Price = Price(1_000_000 * 1_000_000);
+
+    /// Dollars per hour, rounded to micro-dollars and clamped to `0..=CEILING`. NaN is not a
+    /// price: it reads as the ceiling, so nothing is launched for free because of it.
     pub fn from_dollars(d: f64) -> Price {
-        Price((d * 1_000_000.0).round() as i64)
+        Price::clamped_micros(d * 1_000_000.0)
     }
+
+    /// Micro-dollars, rounded and clamped as [`Price::from_dollars`].
+    pub fn clamped_micros(micros: f64) -> Price {
+        if micros.is_nan() {
+            return Price::CEILING;
+        }
+        Price((micros.round().clamp(0.0, Price::CEILING.0 as f64)) as i64)
+    }
+
+    /// Whole micro-dollars clamped to `0..=CEILING`.
+    pub fn clamped(micros: i128) -> Price {
+        Price(micros.clamp(0, i128::from(Price::CEILING.0)) as i64)
+    }
+
     pub fn dollars(self) -> f64 {
         self.0 as f64 / 1_000_000.0
     }

@@ -93,7 +93,8 @@ pub fn parse_quantity(text: &str) -> Result<Milli, QuantityError> {
     } else {
         let denominator = 10i128.checked_pow((-exp) as u32).ok_or_else(overflow)?;
         // Round up (towards +infinity for the magnitude) as Kubernetes does for sub-milli values.
-        (numerator + denominator - 1) / denominator
+        // Not `(n + d - 1) / d`: with a long fraction that sum overflows (found by fuzzing).
+        numerator / denominator + i128::from(numerator % denominator != 0)
     };
     let value = i64::try_from(value).map_err(|_| overflow())?;
     Ok(if negative { -value } else { value })
@@ -114,14 +115,15 @@ pub fn whole(value: Milli) -> i64 {
     value.div_euclid(1000)
 }
 
-/// Milli-units of `n` mebibytes.
+/// Milli-units of `n` mebibytes, saturating (a count from a manifest, e.g. `maxPods`, can be
+/// large enough to wrap).
 pub const fn mib(n: i64) -> Milli {
-    n * 1024 * 1024 * 1000
+    n.saturating_mul(1024 * 1024 * 1000)
 }
 
-/// Milli-units of `n` whole units (CPUs, pods, GPUs).
+/// Milli-units of `n` whole units (CPUs, pods, GPUs), saturating as [`mib`].
 pub const fn units(n: i64) -> Milli {
-    n * 1000
+    n.saturating_mul(1000)
 }
 
 #[cfg(test)]
@@ -150,6 +152,14 @@ mod tests {
         assert_eq!(parse_quantity("1n"), Ok(1));
         assert_eq!(parse_quantity("1500u"), Ok(2));
         assert_eq!(parse_quantity("0.0001"), Ok(1));
+    }
+
+    #[test]
+    fn a_long_fraction_rounds_up_without_overflowing() {
+        // The cargo-fuzz `quantities` target's first finding: rounding this up overflowed i128.
+        let text = "000.00099533333000000000000000003333333332";
+        assert_eq!(parse_quantity(text), Ok(1));
+        assert_eq!(parse_quantity(&format!("{text}k")), Ok(996));
     }
 
     #[test]

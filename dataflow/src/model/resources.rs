@@ -70,39 +70,48 @@ impl Resources {
         out
     }
 
+    /// Sums saturate at the ends of `Milli`: containers whose requests add up past `i64::MAX`
+    /// ask for more than any node has, never for a wrapped (negative) amount that fits anywhere.
     pub fn add_assign(&mut self, other: &Resources) {
-        self.cpu += other.cpu;
-        self.memory += other.memory;
-        self.pods += other.pods;
-        self.ephemeral_storage += other.ephemeral_storage;
+        self.cpu = self.cpu.saturating_add(other.cpu);
+        self.memory = self.memory.saturating_add(other.memory);
+        self.pods = self.pods.saturating_add(other.pods);
+        self.ephemeral_storage = self
+            .ephemeral_storage
+            .saturating_add(other.ephemeral_storage);
         for (k, v) in &other.extended {
-            *self.extended.entry(k.clone()).or_insert(0) += v;
+            let e = self.extended.entry(k.clone()).or_insert(0);
+            *e = e.saturating_add(*v);
         }
     }
 
+    /// Saturates as [`Resources::add_assign`] does.
     pub fn sub(&self, other: &Resources) -> Resources {
         let mut out = self.clone();
-        out.cpu -= other.cpu;
-        out.memory -= other.memory;
-        out.pods -= other.pods;
-        out.ephemeral_storage -= other.ephemeral_storage;
+        out.cpu = out.cpu.saturating_sub(other.cpu);
+        out.memory = out.memory.saturating_sub(other.memory);
+        out.pods = out.pods.saturating_sub(other.pods);
+        out.ephemeral_storage = out
+            .ephemeral_storage
+            .saturating_sub(other.ephemeral_storage);
         for (k, v) in &other.extended {
-            *out.extended.entry(k.clone()).or_insert(0) -= v;
+            let e = out.extended.entry(k.clone()).or_insert(0);
+            *e = e.saturating_sub(*v);
         }
         out
     }
 
-    /// `self` scaled by a whole number of copies.
+    /// `self` scaled by a whole number of copies (saturating, as [`Resources::add_assign`]).
     pub fn times(&self, n: i64) -> Resources {
         Resources {
-            cpu: self.cpu * n,
-            memory: self.memory * n,
-            pods: self.pods * n,
-            ephemeral_storage: self.ephemeral_storage * n,
+            cpu: self.cpu.saturating_mul(n),
+            memory: self.memory.saturating_mul(n),
+            pods: self.pods.saturating_mul(n),
+            ephemeral_storage: self.ephemeral_storage.saturating_mul(n),
             extended: self
                 .extended
                 .iter()
-                .map(|(k, v)| (k.clone(), v * n))
+                .map(|(k, v)| (k.clone(), v.saturating_mul(n)))
                 .collect(),
         }
     }
@@ -164,16 +173,22 @@ impl Resources {
                 n = n.min(if have <= 0 { 0 } else { have / need });
             }
         };
-        limit(self.cpu, available.cpu - used.cpu);
-        limit(self.memory, available.memory - used.memory);
-        limit(self.pods, available.pods - used.pods);
+        limit(self.cpu, available.cpu.saturating_sub(used.cpu));
+        limit(self.memory, available.memory.saturating_sub(used.memory));
+        limit(self.pods, available.pods.saturating_sub(used.pods));
         limit(
             self.ephemeral_storage,
-            available.ephemeral_storage - used.ephemeral_storage,
+            available
+                .ephemeral_storage
+                .saturating_sub(used.ephemeral_storage),
         );
         for (k, v) in &self.extended {
-            let have = available.extended.get(k).copied().unwrap_or(0)
-                - used.extended.get(k).copied().unwrap_or(0);
+            let have = available
+                .extended
+                .get(k)
+                .copied()
+                .unwrap_or(0)
+                .saturating_sub(used.extended.get(k).copied().unwrap_or(0));
             limit(*v, have);
         }
         n
@@ -222,6 +237,35 @@ mod tests {
             pod.copies_in(&node.sub(&used))
         );
         assert_eq!(pod.copies_in_remaining(&node, &used), 1);
+    }
+
+    #[test]
+    fn sums_and_multiples_saturate_instead_of_wrapping() {
+        let huge = Resources {
+            cpu: i64::MAX / 2 + 1,
+            memory: mib(1),
+            pods: units(1),
+            ..Default::default()
+        };
+        let mut sum = huge.add(&huge);
+        assert_eq!(sum.cpu, i64::MAX);
+        sum.set(NVIDIA_GPU, i64::MAX);
+        sum.add_assign(&sum.clone());
+        assert_eq!(sum.get(NVIDIA_GPU), i64::MAX);
+        let mut node = res(192, 786_432);
+        node.pods = units(110);
+        node.set(NVIDIA_GPU, units(8));
+        assert!(!sum.fits_in(&node), "a saturated sum fits no node");
+        assert_eq!(huge.times(3).cpu, i64::MAX);
+        assert_eq!(huge.times(-3).cpu, i64::MIN);
+        let floor = Resources {
+            cpu: i64::MIN,
+            ..Default::default()
+        };
+        assert_eq!(floor.sub(&huge).cpu, i64::MIN);
+        // `available − used` with used at the floor saturates high; the pod slots still bind.
+        assert_eq!(res(1, 1).copies_in_remaining(&node, &floor), 110);
+        assert_eq!(huge.copies_in_remaining(&node, &floor.times(-1)), 0);
     }
 
     #[test]

@@ -44,3 +44,9 @@ pub const TRACE_VERSION: u64 = 1;
 
 /// The only time unit of version 1 (the header's `time_unit`): `t` is in milliseconds.
 pub const TIME_UNIT: &str = "ms";
+
+/// The trace horizon: no event may be stamped later than 10 years (of 365 days) after the trace
+/// start. A replay simulates every instant up to its last event, so a stray `t` of 10^15 (31,700
+/// years) would run for days, and times near `u64::MAX` would wrap the replay's signed clock;
+/// a trace past the horizon is refused at the line that crosses it instead.
+pub const MAX_TRACE_MS: u64 = 10 * 365 * 24 * 3_600_000;

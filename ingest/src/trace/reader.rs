@@ -4,7 +4,7 @@
 use super::event::{RawEvent, TimedEvent};
 use super::resolve::Resolver;
 use super::writer::TraceHeader;
-use super::{TIME_UNIT, TRACE_VERSION};
+use super::{MAX_TRACE_MS, TIME_UNIT, TRACE_VERSION};
 use serde_json::Value;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader};
@@ -248,6 +248,11 @@ impl<R: BufRead> TraceReader<R> {
                 format!("t must be a whole number of milliseconds ≥ 0, found {v}")
             })?,
         };
+        if t > MAX_TRACE_MS {
+            return Err(format!(
+                "t={t} is past the trace horizon of {MAX_TRACE_MS} ms (10 years after the trace start)"
+            ));
+        }
         if t < self.last_t {
             return Err(format!(
                 "t={t} is earlier than the previous event's t={}; times must not decrease",

@@ -86,8 +86,18 @@ impl<W: Write> TraceWriter<W> {
     }
 
     /// Writes one event at `t` milliseconds. Times must not decrease: an earlier `t` than the
-    /// previous event's is an [`io::ErrorKind::InvalidInput`] error and nothing is written.
+    /// previous event's, or one past the horizon ([`super::MAX_TRACE_MS`]), is an
+    /// [`io::ErrorKind::InvalidInput`] error and nothing is written.
     pub fn write(&mut self, t: u64, event: &RawEvent) -> io::Result<()> {
+        if t > super::MAX_TRACE_MS {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "t={t} is past the trace horizon of {} ms (10 years)",
+                    super::MAX_TRACE_MS
+                ),
+            ));
+        }
         if t < self.last_t {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,

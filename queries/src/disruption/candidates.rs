@@ -151,9 +151,10 @@ pub fn candidates<'s>(
         (n.name.clone(), view.clone(), since)
     });
     let consolidatable = during(
-        views
-            .clone()
-            .flat_map(|(node, v, since)| v.consolidate_after_ms.map(|a| (node, since + a))),
+        views.clone().flat_map(|(node, v, since)| {
+            v.consolidate_after_ms
+                .map(|a| (node, since.saturating_add(a)))
+        }),
         |(_, from)| (*from, None),
     )
     .map(|(node, _)| (node, Part::Consolidatable));

@@ -955,8 +955,8 @@ impl<'a> Solver<'a> {
                 let mut h = (-1, -1);
                 for &t in types {
                     if let Some(pt) = self.pools[*pool].types.get(t as usize) {
-                        h.0 = h.0.max(pt.available.cpu - bin.used.cpu);
-                        h.1 = h.1.max(pt.available.memory - bin.used.memory);
+                        h.0 = h.0.max(pt.available.cpu.saturating_sub(bin.used.cpu));
+                        h.1 = h.1.max(pt.available.memory.saturating_sub(bin.used.memory));
                     }
                 }
                 if let Some(limit) = &bin.limit {
