@@ -518,15 +518,18 @@ fn a_closed_pipe_ends_the_output_quietly() {
 
 /// `examples/cluster` with `edit` applied to its NodePools file, in a fresh folder.
 fn edited_cluster(name: &str, edit: impl Fn(String) -> String) -> std::path::PathBuf {
-    let dir =
-        std::env::temp_dir().join(format!("dovetail-bad-{}-{name}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("dovetail-bad-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/cluster");
     for entry in std::fs::read_dir(&example).expect("examples/cluster") {
         let path = entry.expect("entry").path();
         let text = std::fs::read_to_string(&path).expect("example");
         let file = path.file_name().expect("a file name");
-        let text = if file == "nodepools.yaml" { edit(text) } else { text };
+        let text = if file == "nodepools.yaml" {
+            edit(text)
+        } else {
+            text
+        };
         std::fs::write(dir.join(file), text).expect("write");
     }
     dir
@@ -539,7 +542,9 @@ fn what_karpenters_crd_refuses_is_refused_naming_the_field() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("nodepools.yaml: document 1: NodePool general: spec.weight: 0 is not between 1 and 100"),
+        err.contains(
+            "nodepools.yaml: document 1: NodePool general: spec.weight: 0 is not between 1 and 100"
+        ),
         "{err}"
     );
     assert!(out.stdout.is_empty());
@@ -547,7 +552,9 @@ fn what_karpenters_crd_refuses_is_refused_naming_the_field() {
 
 #[test]
 fn a_nodeclass_with_no_amis_launches_nothing_and_says_why() {
-    let dir = edited_cluster("no-amis", |t| t.replacen("status:\n", "status:\n  amis: []\n", 1));
+    let dir = edited_cluster("no-amis", |t| {
+        t.replacen("status:\n", "status:\n  amis: []\n", 1)
+    });
     let plan = plan_json(&["-f", dir.to_str().expect("UTF-8")]);
     assert_eq!(plan["launches"], serde_json::json!([]), "{plan:#}");
     let unschedulable = plan["unschedulable"].as_array().expect("unschedulable");

@@ -426,7 +426,8 @@ mod tests {
             "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule"}]);
         let err = live.set_pod(&refused).unwrap_err().to_string();
         assert!(
-            err.contains("Pod db/a") && err.contains("spec.topologySpreadConstraints[0].minDomains"),
+            err.contains("Pod db/a")
+                && err.contains("spec.topologySpreadConstraints[0].minDomains"),
             "{err}"
         );
         let kept = live.pod("db/a").expect("the last good version");

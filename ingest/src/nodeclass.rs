@@ -124,7 +124,11 @@ fn root_volume_gib(spec: &At) -> FieldResult<Option<i64>> {
 /// dovetail assumes while it is absent).
 const RESOLVED: &[(&str, &str, &str)] = &[
     ("subnets", "subnet", "every zone of the region"),
-    ("securityGroups", "security group", "its security groups resolve"),
+    (
+        "securityGroups",
+        "security group",
+        "its security groups resolve",
+    ),
     ("amis", "AMI", "an AMI for every architecture"),
 ];
 
@@ -143,7 +147,11 @@ fn readiness(s: &At, notes: &mut Notes) -> FieldResult<Option<String>> {
             .filter(|t| !t.is_empty())
             .collect::<Vec<_>>()
             .join(": ");
-        let detail = if detail.is_empty() { String::new() } else { format!(" ({detail})") };
+        let detail = if detail.is_empty() {
+            String::new()
+        } else {
+            format!(" ({detail})")
+        };
         match c.str("status")?.as_deref() {
             Some("False") => why.push(format!("status.conditions Ready=False{detail}")),
             Some("Unknown") => notes.add(format!(
@@ -155,15 +163,20 @@ fn readiness(s: &At, notes: &mut Notes) -> FieldResult<Option<String>> {
     let mut assumed = Vec::new();
     for (field, what, assumption) in RESOLVED {
         match s.get(field)? {
-            Some(list) if list.elements()?.is_empty() => {
-                why.push(format!("status.{field} is empty (no {what} matches its selector terms)"))
-            }
+            Some(list) if list.elements()?.is_empty() => why.push(format!(
+                "status.{field} is empty (no {what} matches its selector terms)"
+            )),
             Some(_) => {}
-            None => assumed.push(format!("status.{field} is absent, so dovetail assumes {assumption}")),
+            None => assumed.push(format!(
+                "status.{field} is absent, so dovetail assumes {assumption}"
+            )),
         }
     }
     if !assumed.is_empty() && why.is_empty() {
-        notes.add(format!("{} (not resolved in this manifest)", assumed.join("; ")));
+        notes.add(format!(
+            "{} (not resolved in this manifest)",
+            assumed.join("; ")
+        ));
     }
     Ok((!why.is_empty()).then(|| why.join("; ")))
 }

@@ -354,7 +354,10 @@ fn check_field(parent: &At, last: &str, rule: &Rule) -> FieldResult<()> {
         let (this, other) = (parent.get(key)?.is_some(), parent.get(sibling)?.is_some());
         if this != other {
             let (set, unset) = if this { (key, sibling) } else { (sibling, key) };
-            return Err(parent.err_at(set, format!("{set} is set without {unset}; set both or neither")));
+            return Err(parent.err_at(
+                set,
+                format!("{set} is set without {unset}; set both or neither"),
+            ));
         }
         return Ok(());
     }
@@ -403,10 +406,7 @@ fn check_value(at: &At, check: Check) -> FieldResult<()> {
                     .filter(|a| !a.is_empty())
                     .map(|a| a.to_string())
                     .collect();
-                return Err(at.err(format!(
-                    "{text:?} is not one of {}",
-                    listed.join(", ")
-                )));
+                return Err(at.err(format!("{text:?} is not one of {}", listed.join(", "))));
             }
         }
         Check::Cron => {

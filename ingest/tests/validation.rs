@@ -27,13 +27,19 @@ fn nodepool(spec_extra: &str, template_extra: &str) -> String {
 }
 
 fn budget(fields: &str) -> String {
-    nodepool(&format!("  disruption:\n    budgets:\n    - {fields}\n"), "")
+    nodepool(
+        &format!("  disruption:\n    budgets:\n    - {fields}\n"),
+        "",
+    )
 }
 
 /// The error names the file, document, object and field path.
 fn assert_names(err: &str, object: &str, field: &str) {
     let prefix = format!("test.yaml: document 1: {object}: {field}: ");
-    assert!(err.starts_with(&prefix), "expected {prefix:?}..., got {err}");
+    assert!(
+        err.starts_with(&prefix),
+        "expected {prefix:?}..., got {err}"
+    );
 }
 
 #[test]
@@ -79,11 +85,7 @@ fn negative_or_garbage_durations_are_refused() {
 fn negative_budget_nodes_are_refused() {
     for nodes in ["\"-1\"", "-1", "\"101%\"", "\"ten\""] {
         let err = refused(&budget(&format!("{{nodes: {nodes}}}")));
-        assert_names(
-            &err,
-            "NodePool general",
-            "spec.disruption.budgets[0].nodes",
-        );
+        assert_names(&err, "NodePool general", "spec.disruption.budgets[0].nodes");
     }
 }
 
@@ -256,7 +258,9 @@ fn deep_nesting_is_refused_by_the_parser() {
     let json = load_str("deep.json", &yaml).unwrap_err().to_string();
     assert!(json.starts_with("deep.json: document 1: "), "{json}");
     // Block style nests too.
-    let block: String = (0..1000).map(|i| format!("{}a:\n", " ".repeat(i))).collect();
+    let block: String = (0..1000)
+        .map(|i| format!("{}a:\n", " ".repeat(i)))
+        .collect();
     let err = load_str("block.yaml", &block).unwrap_err().to_string();
     assert!(
         err.starts_with("block.yaml: document 1: nested deeper than 128 levels"),
@@ -284,7 +288,10 @@ fn a_ready_false_condition_makes_the_class_not_ready() {
         "  subnets: [{id: s-1, zone: us-east-1a}]\n  conditions:\n  - {type: Ready, status: \"False\", reason: SecurityGroupsNotFound, message: no security groups}\n",
     );
     let why = m.nodeclasses[0].status.not_ready.as_deref().unwrap_or("");
-    assert!(why.contains("Ready=False") && why.contains("SecurityGroupsNotFound"), "{why}");
+    assert!(
+        why.contains("Ready=False") && why.contains("SecurityGroupsNotFound"),
+        "{why}"
+    );
     let m = class_with(
         "  subnets: [{id: s-1, zone: us-east-1a}]\n  conditions: [{type: Ready, status: \"True\"}]\n",
     );
@@ -301,16 +308,21 @@ fn empty_lists_make_the_class_not_ready_absent_ones_are_assumed() {
         };
         let m = class_with(&status);
         let why = m.nodeclasses[0].status.not_ready.as_deref().unwrap_or("");
-        assert!(why.contains(&format!("status.{field} is empty")), "{field}: {why}");
+        assert!(
+            why.contains(&format!("status.{field} is empty")),
+            "{field}: {why}"
+        );
     }
     // Subnets only, as the bundled manifests: ready, with the assumptions noted.
     let m = class_with("  subnets: [{id: s-1, zone: us-east-1a}]\n");
     assert_eq!(m.nodeclasses[0].status.not_ready, None);
     assert!(
-        m.notes.iter().any(|n| n.starts_with("EC2NodeClass default: ")
-            && n.contains("status.amis is absent")
-            && n.contains("status.securityGroups is absent")
-            && !n.contains("status.subnets")),
+        m.notes
+            .iter()
+            .any(|n| n.starts_with("EC2NodeClass default: ")
+                && n.contains("status.amis is absent")
+                && n.contains("status.securityGroups is absent")
+                && !n.contains("status.subnets")),
         "{:?}",
         m.notes
     );
