@@ -385,10 +385,14 @@ fn check_value(at: &At, check: Check) -> FieldResult<()> {
         Check::Int { min, max } => {
             let n = at.as_i64()?;
             if n < min || n > max {
-                return Err(at.err(match (min, max) {
-                    (min, i64::MAX) => format!("{n} is less than the minimum {min}"),
-                    (i64::MIN, max) => format!("{n} is more than the maximum {max}"),
-                    (min, max) => format!("{n} is not between {min} and {max}"),
+                // Bounds at the type's own limits (an int32 field's 2147483647) go unsaid.
+                let open_above = max >= i64::from(i32::MAX);
+                return Err(at.err(if n < min && open_above {
+                    format!("{n} is less than the minimum {min}")
+                } else if open_above {
+                    format!("{n} is more than the maximum {max}")
+                } else {
+                    format!("{n} is not between {min} and {max}")
                 }));
             }
         }
@@ -484,7 +488,7 @@ pub fn markdown_table() -> String {
         let rule = match r.check {
             Check::Int { min, max } => match (min, max) {
                 (i64::MIN, i64::MAX) => "an integer".to_string(),
-                (min, i64::MAX) => format!("an integer ≥ {min}"),
+                (min, max) if max >= i64::from(i32::MAX) => format!("an integer ≥ {min}"),
                 (min, max) => format!("an integer {min}–{max}"),
             },
             Check::Pattern(p) => format!("matches `{}`", p.replace('|', "\\|")),
