@@ -132,8 +132,7 @@ pub fn run(args: ReplayArgs) -> Result<()> {
         Some(p) => {
             let text =
                 std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
-            let value: serde_json::Value = serde_yaml::from_str(&text)
-                .with_context(|| format!("{}: not JSON or YAML", p.display()))?;
+            let value = dovetail_ingest::yaml_value(&p.display().to_string(), &text)?;
             SimConfig::from_json(&value.to_string()).with_context(|| format!("{}", p.display()))?
         }
         None => SimConfig::default(),

@@ -30,8 +30,7 @@ fn dovetail_crds_prints_the_four_crds() {
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).expect("UTF-8");
     let mut names = Vec::new();
-    for doc in serde_yaml::Deserializer::from_str(&text) {
-        let v: serde_json::Value = serde::Deserialize::deserialize(doc).expect("a YAML document");
+    for v in dovetail_ingest::yaml_stream("crds", &text).expect("YAML documents") {
         assert_eq!(v["apiVersion"], "apiextensions.k8s.io/v1");
         assert_eq!(v["kind"], "CustomResourceDefinition");
         assert_eq!(v["spec"]["scope"], "Cluster");

@@ -563,3 +563,89 @@ fn a_full_disk_is_an_error_not_a_panic() {
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
 }
+/// `examples/cluster` with `edit` applied to its NodePools file, in a fresh folder.
+fn edited_cluster(name: &str, edit: impl Fn(String) -> String) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("dovetail-bad-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/cluster");
+    for entry in std::fs::read_dir(&example).expect("examples/cluster") {
+        let path = entry.expect("entry").path();
+        let text = std::fs::read_to_string(&path).expect("example");
+        let file = path.file_name().expect("a file name");
+        let text = if file == "nodepools.yaml" {
+            edit(text)
+        } else {
+            text
+        };
+        std::fs::write(dir.join(file), text).expect("write");
+    }
+    dir
+}
+
+#[test]
+fn what_karpenters_crd_refuses_is_refused_naming_the_field() {
+    let dir = edited_cluster("weight", |t| t.replacen("weight: 10", "weight: 0", 1));
+    let out = dovetail(&["plan", "-f", dir.to_str().expect("UTF-8")]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "nodepools.yaml: document 1: NodePool general: spec.weight: 0 is not between 1 and 100"
+        ),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn a_nodeclass_with_no_amis_launches_nothing_and_says_why() {
+    let dir = edited_cluster("no-amis", |t| {
+        t.replacen("status:\n", "status:\n  amis: []\n", 1)
+    });
+    let plan = plan_json(&["-f", dir.to_str().expect("UTF-8")]);
+    assert_eq!(plan["launches"], serde_json::json!([]), "{plan:#}");
+    let unschedulable = plan["unschedulable"].as_array().expect("unschedulable");
+    assert!(!unschedulable.is_empty());
+    for u in unschedulable {
+        let reason = u["reason"].as_str().unwrap_or_default();
+        assert!(
+            reason.contains(
+                "NodePool general: EC2NodeClass default is not ready: status.amis is empty"
+            ),
+            "{reason}"
+        );
+    }
+}
+
+#[test]
+fn the_bundled_nodeclass_status_is_assumed_and_noted() {
+    let plan = plan_json(&["-f", "examples/cluster"]);
+    let notes: Vec<&str> = plan["notes"]
+        .as_array()
+        .expect("notes")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        notes.iter().any(|n| n.starts_with("EC2NodeClass default: ")
+            && n.contains("status.amis is absent")),
+        "{notes:?}"
+    );
+}
+
+#[test]
+fn yaml_nested_deep_is_refused_at_once() {
+    let dir = std::env::temp_dir().join(format!("dovetail-deep-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("deep.yaml");
+    std::fs::write(
+        &file,
+        format!("{}{}", "[".repeat(100_000), "]".repeat(100_000)),
+    )
+    .expect("write");
+    let out = dovetail(&["plan", "-f", file.to_str().expect("UTF-8")]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("deep.yaml: document 1: "), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}

@@ -26,6 +26,7 @@ mod pdb;
 mod pod;
 mod priority;
 mod resources;
+mod rules;
 mod selectors;
 mod taints;
 mod time;
@@ -38,7 +39,9 @@ pub use capacity_blocks::RESERVATION_ID_LABEL;
 pub use error::ManifestError;
 pub use messages::{load_messages, parse_message, MessageError, Messages, Reading};
 pub use nodeclaim_record::{read_nodeclaim, CREATED_MS_ANNOTATION};
+pub use rules::markdown_table as validation_rules_table;
 pub use time::{format_rfc3339_ms, parse_rfc3339_ms};
+pub use yaml::{yaml_stream, yaml_value, MAX_DEPTH};
 
 use dovetail_dataflow::facts::Interruption;
 use dovetail_dataflow::model::{

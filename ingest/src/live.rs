@@ -418,6 +418,23 @@ mod tests {
     }
 
     #[test]
+    fn a_pod_the_rules_refuse_keeps_its_last_good_version() {
+        let mut live = LivePods::new();
+        live.set_pod(&pod("a", "data-a")).unwrap();
+        let mut refused = pod("a", "data-a");
+        refused["spec"]["topologySpreadConstraints"] = json!([{"maxSkew": 1, "minDomains": 0,
+            "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule"}]);
+        let err = live.set_pod(&refused).unwrap_err().to_string();
+        assert!(
+            err.contains("Pod db/a")
+                && err.contains("spec.topologySpreadConstraints[0].minDomains"),
+            "{err}"
+        );
+        let kept = live.pod("db/a").expect("the last good version");
+        assert!(kept.scheduling.topology_spread.is_empty());
+    }
+
+    #[test]
     fn a_relist_forgets_the_objects_it_does_not_name_and_keeps_the_broken_ones() {
         let mut live = LivePods::new();
         live.set_pod(&pod("a", "data-a")).unwrap();

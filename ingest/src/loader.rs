@@ -14,13 +14,14 @@ use crate::overlay::overlay;
 use crate::pdb::pdb;
 use crate::pod::{pod, ParsedPod};
 use crate::priority::Priorities;
+use crate::rules::validate;
 use crate::volumes::{pv, pvc, storage_class, VolumeIndex};
 use crate::workloads::{workload, Existing, Workload, WorkloadKind};
 use crate::yaml::{objects, Document, Object};
 use crate::Manifests;
 use dovetail_dataflow::model::{DaemonSet, Node};
 use serde_json::Value;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Which apiVersions a kind is read from.
 #[derive(Debug, Clone, Copy)]
@@ -64,6 +65,9 @@ pub(crate) struct Collected {
     pub volumes: VolumeIndex,
     pub priorities: Priorities,
     capacity_blocks: Vec<CapacityBlock>,
+    /// Kind and object of everything read, with where it was read: the API server holds one
+    /// object per kind, namespace and name.
+    names: BTreeMap<(&'static str, String), String>,
     pub out: Manifests,
 }
 
@@ -92,7 +96,7 @@ impl Ctx<'_> {
 pub(crate) fn assemble(docs: &[Document]) -> Result<Manifests, ManifestError> {
     let mut c = Collected::default();
     for doc in docs {
-        for obj in objects(doc) {
+        for obj in objects(doc)? {
             read_object(&obj, &mut c)?;
         }
     }
@@ -192,7 +196,26 @@ fn read_object(obj: &Object, c: &mut Collected) -> Result<(), ManifestError> {
         }
     }
     let mut notes = Notes::new(format!("{} {}", ctx.kind, ctx.object));
+    if str_at(obj.value, &["metadata", "name"]).is_some() {
+        let key = (known_kind, ctx.object.clone());
+        if let Some(first) = c.names.get(&key) {
+            let field = match obj.prefix.as_str() {
+                "" => "metadata.name".to_string(),
+                prefix => format!("{prefix}.metadata.name"),
+            };
+            return Err(ctx.error(FieldError::new(
+                field,
+                format!(
+                    "another {known_kind} {} was read at {first}; names are unique per kind",
+                    ctx.object
+                ),
+            )));
+        }
+        c.names.insert(key, whereabouts.clone());
+    }
+    // The readers first, for their messages about types and units; then what they would take.
     read_kind(kind, &root, c, &mut notes).map_err(|e| ctx.error(e))?;
+    validate(known_kind, &root, &mut notes).map_err(|e| ctx.error(e))?;
     c.out.notes.extend(notes.into_vec());
     Ok(())
 }
@@ -251,7 +274,7 @@ fn read_kind(
         "PodDisruptionBudget" => c.out.pdbs.extend(pdb(root, notes)?),
         "NodePool" => c.out.nodepools.push(nodepool(root, notes)?),
         "EC2NodeClass" => {
-            c.out.nodeclasses.push(nodeclass(root)?);
+            c.out.nodeclasses.push(nodeclass(root, notes)?);
             c.capacity_blocks.extend(capacity_blocks(root)?);
         }
         "NodeOverlay" => c.out.overlays.push(overlay(root)?),
@@ -273,6 +296,7 @@ fn resolve(c: Collected) -> Manifests {
         volumes,
         priorities,
         capacity_blocks,
+        names: _,
         mut out,
     } = c;
 

@@ -4,6 +4,7 @@
 use crate::error::FieldResult;
 use crate::fields::At;
 use crate::meta::meta;
+use crate::notes::Notes;
 use crate::time::parse_rfc3339_ms;
 use dovetail_dataflow::model::{
     CapacityReservation, EC2NodeClass, KubeletConfig, Milli, NodeClassStatus, Threshold,
@@ -15,7 +16,7 @@ use std::collections::BTreeMap;
 const GIB_MILLI: i128 = 1024 * 1024 * 1024 * 1000;
 
 /// Reads an EC2NodeClass.
-pub(crate) fn nodeclass(root: &At) -> FieldResult<EC2NodeClass> {
+pub(crate) fn nodeclass(root: &At, notes: &mut Notes) -> FieldResult<EC2NodeClass> {
     let m = meta(root)?;
     let spec = root.obj("spec")?;
     let (kubelet, enclaves_enabled, root_volume_gib) = match &spec {
@@ -35,7 +36,7 @@ pub(crate) fn nodeclass(root: &At) -> FieldResult<EC2NodeClass> {
         kubelet,
         enclaves_enabled,
         root_volume_gib,
-        status: status(root)?,
+        status: status(root, notes)?,
         spec_json,
     })
 }
@@ -119,11 +120,76 @@ fn root_volume_gib(spec: &At) -> FieldResult<Option<i64>> {
     Ok(Some(gib as i64))
 }
 
-fn status(root: &At) -> FieldResult<NodeClassStatus> {
+/// The lists of a status that Karpenter resolves from selector terms: (field, what it is, what
+/// dovetail assumes while it is absent).
+const RESOLVED: &[(&str, &str, &str)] = &[
+    ("subnets", "subnet", "every zone of the region"),
+    (
+        "securityGroups",
+        "security group",
+        "its security groups resolve",
+    ),
+    ("amis", "AMI", "an AMI for every architecture"),
+];
+
+/// Why the status says the class launches nothing (as Karpenter, which launches only with a
+/// Ready class): a `Ready=False` condition, or a resolved list that is empty. Absent lists are
+/// unknown, not empty: dovetail assumes them and notes it.
+fn readiness(s: &At, notes: &mut Notes) -> FieldResult<Option<String>> {
+    let mut why = Vec::new();
+    for c in s.list("conditions")? {
+        if c.str("type")?.as_deref() != Some("Ready") {
+            continue;
+        }
+        let detail = [c.str("reason")?, c.str("message")?]
+            .into_iter()
+            .flatten()
+            .filter(|t| !t.is_empty())
+            .collect::<Vec<_>>()
+            .join(": ");
+        let detail = if detail.is_empty() {
+            String::new()
+        } else {
+            format!(" ({detail})")
+        };
+        match c.str("status")?.as_deref() {
+            Some("False") => why.push(format!("status.conditions Ready=False{detail}")),
+            Some("Unknown") => notes.add(format!(
+                "status.conditions Ready=Unknown{detail}; assumed to become ready (Karpenter waits)"
+            )),
+            _ => {}
+        }
+    }
+    let mut assumed = Vec::new();
+    for (field, what, assumption) in RESOLVED {
+        match s.get(field)? {
+            Some(list) if list.elements()?.is_empty() => why.push(format!(
+                "status.{field} is empty (no {what} matches its selector terms)"
+            )),
+            Some(_) => {}
+            None => assumed.push(format!(
+                "status.{field} is absent, so dovetail assumes {assumption}"
+            )),
+        }
+    }
+    if !assumed.is_empty() && why.is_empty() {
+        notes.add(format!(
+            "{} (not resolved in this manifest)",
+            assumed.join("; ")
+        ));
+    }
+    Ok((!why.is_empty()).then(|| why.join("; ")))
+}
+
+fn status(root: &At, notes: &mut Notes) -> FieldResult<NodeClassStatus> {
     let mut out = NodeClassStatus::default();
     let Some(s) = root.obj("status")? else {
+        notes.add(
+            "has no status, so dovetail assumes every zone of the region, its security groups and an AMI for every architecture (not resolved in this manifest)",
+        );
         return Ok(out);
     };
+    out.not_ready = readiness(&s, notes)?;
     for subnet in s.list("subnets")? {
         let zone = subnet.str("zone")?;
         let id = subnet.str("id")?;

@@ -2,8 +2,10 @@
 //! concatenated values), and the objects inside `kind: List` documents.
 
 use crate::error::ManifestError;
-use serde::Deserialize;
-use serde_json::{Map, Number, Value};
+use crate::fields::At;
+use crate::notes::Notes;
+use crate::rules::validate;
+use serde_json::Value;
 use std::collections::BTreeSet;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -154,71 +156,130 @@ fn json_documents(source: &str, text: &str) -> Result<Vec<Value>, ManifestError>
     Ok(out)
 }
 
+/// How deep a document may nest. Kubernetes objects rarely pass 20 levels (a CRD's schema
+/// perhaps 40); 128 is serde_json's own limit, so YAML and JSON refuse the same documents, and
+/// both do so as soon as the parser gets there (a YAML document nested 100,000 levels deep took
+/// 37 s to refuse with the old reader).
+pub const MAX_DEPTH: usize = 128;
+
+/// The parser's budget: nesting as [`MAX_DEPTH`]; counts far above any cluster's dump (a
+/// million documents, 50 million nodes, 1 GiB of scalar text) so that only hostile input hits
+/// them; the library's defaults for aliases, whose expansion is the classic YAML bomb.
+fn options() -> serde_saphyr::Options {
+    serde_saphyr::options! {
+        budget: serde_saphyr::budget! {
+            max_depth: MAX_DEPTH,
+            max_documents: 1_000_000,
+            max_nodes: 50_000_000,
+            max_events: 200_000_000,
+            max_total_scalar_bytes: 1 << 30,
+        },
+        // YAML 1.2 booleans only (`yes` stays a string), as the old reader and JSON have it.
+        strict_booleans: true,
+        // `.nan` and `.inf` become the strings ".nan" and ".inf": a quantity or integer field
+        // then refuses them naming the object and field, instead of JSON's null (absent).
+        non_finite_float_policy: serde_saphyr::options::NonFiniteFloatPolicy::AsString,
+        with_snippet: false,
+    }
+}
+
+/// The stack the YAML parser runs on. Its recursion costs up to 25 KiB a level in a debug
+/// build, so [`MAX_DEPTH`] levels need about 3 MiB: more than a test's or a tokio worker's
+/// 2 MiB thread has, hence a thread of its own.
+const PARSER_STACK: usize = 32 << 20;
+
 fn yaml_documents(source: &str, text: &str) -> Result<Vec<Value>, ManifestError> {
-    let mut out = Vec::new();
-    for de in serde_yaml::Deserializer::from_str(text) {
-        let document = out.len() + 1;
-        let err = |reason: String| ManifestError::Yaml {
+    let parse = || serde_saphyr::from_multiple_with_options::<Value>(text, options());
+    let parsed = std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .name("yaml".to_string())
+            .stack_size(PARSER_STACK)
+            .spawn_scoped(s, parse)
+            .ok()
+            .map(|handle| handle.join())
+    });
+    let parsed = match parsed {
+        Some(Ok(result)) => result,
+        // The parser is panic-free by design; if it panicked anyway, say so as a YAML error.
+        Some(Err(_)) => {
+            return Err(ManifestError::Yaml {
+                file: source.to_string(),
+                document: 1,
+                reason: "the YAML parser failed on this input".to_string(),
+            })
+        }
+        // No thread to be had: parse here (the limit still holds, on a smaller stack).
+        None => parse(),
+    };
+    parsed.map_err(|e| {
+        let document = e
+            .location()
+            .map_or(1, |l| document_at_line(text, l.line() as usize));
+        let reason = match &e {
+            serde_saphyr::Error::Budget {
+                breach: serde_saphyr::budget::BudgetBreach::Depth { .. },
+                location,
+            } => format!(
+                "nested deeper than {MAX_DEPTH} levels (dovetail's limit) at line {}, column {}",
+                location.line(),
+                location.column()
+            ),
+            _ => e.to_string(),
+        };
+        ManifestError::Yaml {
             file: source.to_string(),
             document,
             reason,
-        };
-        // The deserializer keeps yielding the same error once the stream is broken, so the
-        // first error ends the loop (by returning).
-        let mut value = serde_yaml::Value::deserialize(de).map_err(|e| err(e.to_string()))?;
-        // `<<: *anchor` merge keys are YAML 1.1; resolve them as kubectl does.
-        value.apply_merge().map_err(|e| err(e.to_string()))?;
-        out.push(to_json(value).map_err(err)?);
-    }
-    Ok(out)
-}
-
-/// Converts a YAML value to JSON. Scalar keys become strings (`1: x` -> `"1"`); tags are dropped.
-fn to_json(value: serde_yaml::Value) -> Result<Value, String> {
-    use serde_yaml::Value as Y;
-    Ok(match value {
-        Y::Null => Value::Null,
-        Y::Bool(b) => Value::Bool(b),
-        Y::Number(n) => {
-            if let Some(i) = n.as_i64() {
-                Value::Number(i.into())
-            } else if let Some(u) = n.as_u64() {
-                Value::Number(u.into())
-            } else {
-                let f = n.as_f64().unwrap_or(f64::NAN);
-                Value::Number(
-                    Number::from_f64(f).ok_or_else(|| format!("{n} is not a finite number"))?,
-                )
-            }
         }
-        Y::String(s) => Value::String(s),
-        Y::Sequence(items) => {
-            Value::Array(items.into_iter().map(to_json).collect::<Result<_, _>>()?)
-        }
-        Y::Mapping(map) => {
-            let mut out = Map::new();
-            for (k, v) in map {
-                let key = match k {
-                    Y::String(s) => s,
-                    Y::Bool(b) => b.to_string(),
-                    Y::Number(n) => n.to_string(),
-                    Y::Null => "null".to_string(),
-                    other => return Err(format!("mapping key {other:?} is not a scalar")),
-                };
-                out.insert(key, to_json(v)?);
-            }
-            Value::Object(out)
-        }
-        Y::Tagged(tagged) => to_json(tagged.value)?,
     })
 }
 
+/// Parses one YAML (or JSON: YAML's flow style reads it) document into a JSON value, with the
+/// limits and conversions of the manifest reader. For files that are not manifests (a
+/// simulator config); `source` names it in errors.
+pub fn yaml_value(source: &str, text: &str) -> Result<Value, ManifestError> {
+    let mut docs = yaml_documents(source, text)?;
+    match docs.len() {
+        0 => Ok(Value::Null),
+        1 => Ok(docs.remove(0)),
+        n => Err(ManifestError::Yaml {
+            file: source.to_string(),
+            document: 2,
+            reason: format!("expected one document, found {n}"),
+        }),
+    }
+}
+
+/// Parses a YAML stream into its documents (empty and `null` ones left out), as the manifest
+/// reader does.
+pub fn yaml_stream(source: &str, text: &str) -> Result<Vec<Value>, ManifestError> {
+    yaml_documents(source, text)
+}
+
+/// The 1-based document of a stream that `line` (1-based) falls in: one more than the `---`
+/// separators above it, not counting one that opens the stream.
+fn document_at_line(text: &str, line: usize) -> usize {
+    let mut document = 1;
+    let mut content_seen = false;
+    for l in text.lines().take(line.saturating_sub(1)) {
+        let is_marker = l == "---" || l.starts_with("--- ") || l.starts_with("---\t");
+        if is_marker && content_seen {
+            document += 1;
+        }
+        if is_marker || !(l.trim().is_empty() || l.starts_with('#') || l.starts_with('%')) {
+            content_seen = true;
+        }
+    }
+    document
+}
+
 /// The objects in a document: the document itself, or the items of a list (`kind: List`, or a
-/// typed list such as `PodList`), recursively.
-pub(crate) fn objects(doc: &Document) -> Vec<Object<'_>> {
+/// typed list such as `PodList`), recursively. A list's `items` must be a list of objects (the
+/// [`crate::rules`] table's `List` rules).
+pub(crate) fn objects(doc: &Document) -> Result<Vec<Object<'_>>, ManifestError> {
     let mut out = Vec::new();
-    push_objects(doc, &doc.value, String::new(), None, &mut out);
-    out
+    push_objects(doc, &doc.value, String::new(), None, &mut out)?;
+    Ok(out)
 }
 
 fn push_objects<'a>(
@@ -227,35 +288,48 @@ fn push_objects<'a>(
     prefix: String,
     implied: Option<(String, String)>,
     out: &mut Vec<Object<'a>>,
-) {
+) -> Result<(), ManifestError> {
     let kind = value.get("kind").and_then(Value::as_str);
-    let items = value.get("items").and_then(Value::as_array);
-    if let (Some(kind), Some(items)) = (kind, items) {
-        if kind.ends_with("List") {
-            // A typed list's items omit kind and apiVersion; they are the list's, minus "List".
-            let item_kind = kind.strip_suffix("List").unwrap_or_default();
-            let implied = (!item_kind.is_empty()).then(|| {
-                let api = value
-                    .get("apiVersion")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
-                (item_kind.to_string(), api.to_string())
-            });
-            for (i, item) in items.iter().enumerate() {
-                if item.is_null() {
-                    continue;
-                }
-                let sep = if prefix.is_empty() { "" } else { "." };
-                push_objects(
-                    doc,
-                    item,
-                    format!("{prefix}{sep}items[{i}]"),
-                    implied.clone(),
-                    out,
-                );
+    if let Some(kind) = kind.filter(|k| k.ends_with("List") && value.get("items").is_some()) {
+        let root = At::root(value, &prefix);
+        let mut notes = Notes::new(kind);
+        validate("List", &root, &mut notes).map_err(|e| ManifestError::Field {
+            file: doc.file.clone(),
+            document: doc.index,
+            kind: "List",
+            object: value
+                .get("metadata")
+                .and_then(|m| m.get("name"))
+                .and_then(Value::as_str)
+                .unwrap_or("<unnamed>")
+                .to_string(),
+            field: e.field,
+            reason: e.reason,
+        })?;
+        // A typed list's items omit kind and apiVersion; they are the list's, minus "List".
+        let item_kind = kind.strip_suffix("List").unwrap_or_default();
+        let implied = (!item_kind.is_empty()).then(|| {
+            let api = value
+                .get("apiVersion")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            (item_kind.to_string(), api.to_string())
+        });
+        let items = value.get("items").and_then(Value::as_array);
+        for (i, item) in items.into_iter().flatten().enumerate() {
+            if item.is_null() {
+                continue;
             }
-            return;
+            let sep = if prefix.is_empty() { "" } else { "." };
+            push_objects(
+                doc,
+                item,
+                format!("{prefix}{sep}items[{i}]"),
+                implied.clone(),
+                out,
+            )?;
         }
+        return Ok(());
     }
     out.push(Object {
         file: &doc.file,
@@ -264,6 +338,7 @@ fn push_objects<'a>(
         value,
         implied,
     });
+    Ok(())
 }
 
 #[cfg(test)]
@@ -313,7 +388,7 @@ mod tests {
             "apiVersion: v1\nkind: PodList\nitems:\n- metadata: {name: a}\n- kind: List\n  items:\n  - kind: Node\n",
         )
         .unwrap();
-        let objs = objects(&docs[0]);
+        let objs = objects(&docs[0]).unwrap();
         assert_eq!(objs.len(), 2);
         assert_eq!(objs[0].prefix, "items[0]");
         assert_eq!(objs[0].implied, Some(("Pod".to_string(), "v1".to_string())));

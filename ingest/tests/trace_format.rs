@@ -402,7 +402,7 @@ const BAD_LINES: &[(&str, &str)] = &[
         "Pod default/a: spec.containers[0].resources.requests.cpu: quantity \"lots\"",
     ),
     (
-        r#"{"t":1,"event":"pod_created","pod":{"apiVersion":"v1","kind":"Pod","metadata":{"name":"a"},"spec":{"containers":[]},"status":{"phase":"Succeeded"}}}"#,
+        r#"{"t":1,"event":"pod_created","pod":{"apiVersion":"v1","kind":"Pod","metadata":{"name":"a"},"spec":{"containers":[{"name":"c"}]},"status":{"phase":"Succeeded"}}}"#,
         "the pod was not read: Pod default/a: skipped (phase Succeeded)",
     ),
     (

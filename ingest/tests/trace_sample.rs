@@ -63,7 +63,13 @@ fn dlrm_sample_parses_completely() {
 #[test]
 fn sample_nodepools_load() {
     let m = load_paths(&[data("nodepools.yaml")]).unwrap();
-    assert!(m.notes.is_empty(), "{:?}", m.notes);
+    // Its EC2NodeClass's status lists subnets only: the rest is assumed, and said.
+    assert_eq!(m.notes.len(), 1, "{:?}", m.notes);
+    assert!(
+        m.notes[0].starts_with("EC2NodeClass default: status.securityGroups is absent"),
+        "{:?}",
+        m.notes
+    );
     let names: Vec<&str> = m.nodepools.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(names, vec!["cpu", "gpu"]);
     let gpu = &m.nodepools[1];

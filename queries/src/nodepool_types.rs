@@ -71,7 +71,11 @@ fn pool_types(
         match (&pool.node_class, class) {
             (None, _) => Some("spec.template.spec.nodeClassRef is not set".to_string()),
             (Some(name), None) => Some(format!("EC2NodeClass {name} not found")),
-            _ => None,
+            (Some(name), Some(c)) => c
+                .status
+                .not_ready
+                .as_ref()
+                .map(|why| format!("EC2NodeClass {name} is not ready: {why}")),
         }
     };
     if not_ready.is_some() {

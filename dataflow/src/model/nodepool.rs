@@ -92,6 +92,11 @@ pub struct NodeClassStatus {
     pub ami_variants_missing: BTreeSet<String>,
     /// `status.capacityReservations`: the reservations its nodes may launch into.
     pub capacity_reservations: Vec<CapacityReservation>,
+    /// Why the class launches nothing, when its status says so: a `Ready=False` condition, or
+    /// an empty (not absent) list of subnets, security groups or AMIs. Karpenter launches
+    /// nothing for such a class; its NodePools are not ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_ready: Option<String>,
 }
 
 impl NodeClassStatus {

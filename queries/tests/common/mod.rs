@@ -187,6 +187,11 @@ pub fn catalogue() -> Vec<InstanceType> {
 /// A NodePool + EC2NodeClass pair with the given extra requirements YAML (indented list items)
 /// and optional extra spec lines.
 pub fn nodepool(name: &str, weight: i32, requirements: &str, taints: &str, limits: &str) -> String {
+    // Karpenter's CRD takes weights 1..=100; 0 is written as no weight (which counts as 0).
+    let weight = match weight {
+        0 => String::new(),
+        w => format!("weight: {w}"),
+    };
     format!(
         r#"
 apiVersion: karpenter.sh/v1
@@ -194,7 +199,7 @@ kind: NodePool
 metadata:
   name: {name}
 spec:
-  weight: {weight}
+  {weight}
   template:
     spec:
       nodeClassRef:
