@@ -4,6 +4,7 @@
 mod feature_gates;
 mod output;
 mod plan;
+mod processes;
 mod replay_cmd;
 mod report;
 mod trace;
@@ -23,6 +24,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    #[command(flatten)]
+    processes: processes::ProcessArgs,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -83,7 +86,11 @@ fn main() -> Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    match Cli::parse().command {
+    let cli = Cli::parse();
+    if processes::join(&cli.processes, &cli.command)? {
+        return Ok(());
+    }
+    match cli.command {
         Command::Plan {
             paths,
             region,

@@ -33,7 +33,7 @@ pub struct ReplayArgs {
     skip_bad: bool,
     /// Timely worker threads.
     #[arg(short = 'w', long, default_value_t = 1)]
-    workers: usize,
+    pub(crate) workers: usize,
     /// Print the summary as JSON instead of text.
     #[arg(long)]
     json: bool,

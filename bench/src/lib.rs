@@ -4,5 +4,6 @@
 pub mod churn;
 pub mod disruption;
 pub mod measure;
+pub mod processes;
 pub mod report;
 pub mod workload;
