@@ -336,7 +336,8 @@ pub fn serve(placement: &Placement, build: impl QueryBuilder) -> Result<(), Engi
         Some(c) if c.index > 0 => {}
         _ => return Err(EngineError::NotAFollower),
     }
-    let (_, messages, guards, _) = launch(placement, build)?;
+    let (_, messages, guards, peers) = launch(placement, build)?;
+    let lost = || peers.as_ref().is_some_and(PeerWatch::closed);
     let mut finished = 0;
     while finished < placement.threads.max(1) {
         match messages.recv() {
@@ -349,7 +350,13 @@ pub fn serve(placement: &Placement, build: impl QueryBuilder) -> Result<(), Engi
             }
             Ok(Message::Panicked) => {
                 std::mem::forget(guards);
-                return Err(EngineError::WorkerPanicked);
+                // timely's network thread panics on a closed connection, and the workers
+                // reading from it after: the cause is the peer, not a query.
+                return Err(if lost() {
+                    EngineError::PeerLost
+                } else {
+                    EngineError::WorkerPanicked
+                });
             }
             Ok(_) => {}
             Err(_) => {
@@ -471,7 +478,12 @@ impl Engine {
                 Message::Caught => caught += 1,
                 Message::Panicked => {
                     self.poisoned = true;
-                    return Err(EngineError::WorkerPanicked);
+                    // A closed connection makes the workers panic too (see `serve`).
+                    return Err(if self.peers.as_ref().is_some_and(PeerWatch::closed) {
+                        EngineError::PeerLost
+                    } else {
+                        EngineError::WorkerPanicked
+                    });
                 }
                 Message::Lost => {
                     self.poisoned = true;
