@@ -35,7 +35,8 @@ impl std::fmt::Display for Layout {
 /// in order), which tells the followers to exit; then they are reaped.
 pub struct Started {
     engine: Engine,
-    followers: Vec<Follower>,
+    // Held for their `Drop`: reaped after the engine is gone.
+    _followers: Vec<Follower>,
 }
 
 impl Deref for Started {
@@ -85,7 +86,7 @@ pub fn start(layout: Layout) -> Result<Started> {
         let engine = Engine::start(layout.workers, provisioning).context("starting the engine")?;
         return Ok(Started {
             engine,
-            followers: Vec::new(),
+            _followers: Vec::new(),
         });
     }
     let hosts = (0..layout.processes)
@@ -114,7 +115,10 @@ pub fn start(layout: Layout) -> Result<Started> {
         cluster: Some(Cluster::new(hosts, 0)?),
     };
     let engine = Engine::start_on(&placement, provisioning).context("starting the engine")?;
-    Ok(Started { engine, followers })
+    Ok(Started {
+        engine,
+        _followers: followers,
+    })
 }
 
 /// A follower's life: serve one engine of the provisioning queries, then return.
