@@ -170,9 +170,19 @@ fn without_timing(mut summary: Value) -> Value {
 #[test]
 fn two_processes_replay_what_one_replays() {
     let scratch = Scratch::new("processes-replay");
+    // The bundled sample's first 120 events (of 823): launches and consolidation in seconds.
+    let sample = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/data/traces/dlrm-sample.jsonl"
+    ))
+    .expect("the bundled sample");
+    let head: String = sample.lines().take(121).map(|l| format!("{l}\n")).collect();
+    let trace = scratch.0.join("head.jsonl");
+    std::fs::write(&trace, head).expect("trace");
+    let trace = trace.display().to_string();
     let replay = &[
         "replay",
-        "data/traces/dlrm-sample.jsonl",
+        trace.as_str(),
         "--nodepools",
         "data/traces/nodepools.yaml",
         "--json",
@@ -180,6 +190,7 @@ fn two_processes_replay_what_one_replays() {
     let one: Value = serde_json::from_str(&one_process(&scratch, replay)).expect("one: JSON");
     let two: Value = serde_json::from_str(&two_processes(&scratch, replay)).expect("two: JSON");
     assert!(one["nodes_launched"].as_u64().unwrap_or(0) > 0, "{one:#}");
+    assert!(one["disruption_commands"].as_u64().unwrap_or(0) > 0, "{one:#}");
     assert_eq!(without_timing(one), without_timing(two));
 }
 
