@@ -104,7 +104,10 @@ fn two_processes(scratch: &Scratch, args: &[&str]) -> String {
         all.push(&hostfile);
         all.into_iter().map(str::to_string).collect::<Vec<_>>()
     };
-    let (f_out, f_err) = (scratch.0.join("follower.out"), scratch.0.join("follower.err"));
+    let (f_out, f_err) = (
+        scratch.0.join("follower.out"),
+        scratch.0.join("follower.err"),
+    );
     let (d_out, d_err) = (scratch.0.join("driver.out"), scratch.0.join("driver.err"));
     let follower_args = with("1");
     let driver_args = with("0");
@@ -150,8 +153,14 @@ fn two_processes_plan_what_one_plans() {
     let one: Value = serde_json::from_str(&one_process(&scratch, PLAN)).expect("one: JSON");
     let two: Value = serde_json::from_str(&two_processes(&scratch, PLAN)).expect("two: JSON");
     // Not vacuous: the example cluster has pods to place and launches to make.
-    assert!(one["bindings"].as_array().is_some_and(|b| !b.is_empty()), "{one:#}");
-    assert!(one["launches"].as_array().is_some_and(|l| !l.is_empty()), "{one:#}");
+    assert!(
+        one["bindings"].as_array().is_some_and(|b| !b.is_empty()),
+        "{one:#}"
+    );
+    assert!(
+        one["launches"].as_array().is_some_and(|l| !l.is_empty()),
+        "{one:#}"
+    );
     assert_eq!(one, two);
 }
 
@@ -190,7 +199,10 @@ fn two_processes_replay_what_one_replays() {
     let one: Value = serde_json::from_str(&one_process(&scratch, replay)).expect("one: JSON");
     let two: Value = serde_json::from_str(&two_processes(&scratch, replay)).expect("two: JSON");
     assert!(one["nodes_launched"].as_u64().unwrap_or(0) > 0, "{one:#}");
-    assert!(one["disruption_commands"].as_u64().unwrap_or(0) > 0, "{one:#}");
+    assert!(
+        one["disruption_commands"].as_u64().unwrap_or(0) > 0,
+        "{one:#}"
+    );
     assert_eq!(without_timing(one), without_timing(two));
 }
 

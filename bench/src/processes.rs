@@ -24,7 +24,11 @@ pub struct Layout {
 impl std::fmt::Display for Layout {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if self.processes > 1 {
-            write!(f, "{} processes x {} worker(s)", self.processes, self.workers)
+            write!(
+                f,
+                "{} processes x {} worker(s)",
+                self.processes, self.workers
+            )
         } else {
             write!(f, "{} worker(s)", self.workers)
         }
@@ -102,7 +106,12 @@ pub fn start(layout: Layout) -> Result<Started> {
     let mut followers = Vec::new();
     for index in 1..layout.processes {
         let child = Command::new(&exe)
-            .args(["--serve-as", &index.to_string(), "--peers", &hosts.join(",")])
+            .args([
+                "--serve-as",
+                &index.to_string(),
+                "--peers",
+                &hosts.join(","),
+            ])
             .args(["--workers", &layout.workers.to_string()])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -142,7 +151,10 @@ pub fn table(results: &crate::measure::Results) -> String {
     if results.multi_process_cold.is_empty() {
         return s;
     }
-    let _ = writeln!(s, "## Several processes (127.0.0.1; cold solve and one change)\n");
+    let _ = writeln!(
+        s,
+        "## Several processes (127.0.0.1; cold solve and one change)\n"
+    );
     let _ = writeln!(
         s,
         "| layout | pods | cold seconds | pods/s | launches | bound | unaccounted |"
@@ -156,12 +168,7 @@ pub fn table(results: &crate::measure::Results) -> String {
         let _ = writeln!(
             s,
             "| {layout} | {} | {:.3} | {:.0} | {} | {} | {} |",
-            c.pods,
-            c.seconds,
-            c.pods_per_sec,
-            c.tally.launches,
-            c.tally.bound,
-            c.tally.unaccounted
+            c.pods, c.seconds, c.pods_per_sec, c.tally.launches, c.tally.bound, c.tally.unaccounted
         );
     }
     let changes: Vec<_> = results

@@ -145,8 +145,14 @@ impl Cluster {
     pub(crate) fn connect(
         &self,
         threads: usize,
-    ) -> Result<(Vec<AllocatorBuilder>, Box<dyn std::any::Any + Send>, PeerWatch), ClusterError>
-    {
+    ) -> Result<
+        (
+            Vec<AllocatorBuilder>,
+            Box<dyn std::any::Any + Send>,
+            PeerWatch,
+        ),
+        ClusterError,
+    > {
         let deadline = Instant::now() + self.connect_wait;
         let closed = Arc::new(AtomicBool::new(false));
         let mut sockets: Vec<Option<Watched>> = (0..self.processes()).map(|_| None).collect();
@@ -164,7 +170,8 @@ impl Cluster {
             listener
                 .set_nonblocking(true)
                 .map_err(|source| self.network(source))?;
-            while let Some(peer) = (self.index + 1..self.processes()).find(|p| sockets[*p].is_none())
+            while let Some(peer) =
+                (self.index + 1..self.processes()).find(|p| sockets[*p].is_none())
             {
                 match listener.accept() {
                     Ok((stream, _)) => {
@@ -267,7 +274,10 @@ impl Cluster {
         if from <= self.index || from >= self.processes() {
             return Err(self.handshake(
                 stream,
-                format!("process {from} should not connect to process {}", self.index),
+                format!(
+                    "process {from} should not connect to process {}",
+                    self.index
+                ),
             ));
         }
         self.check_shape(stream, shape, threads)?;
@@ -461,7 +471,10 @@ mod tests {
         assert!(err.to_string().contains("line 2"), "{err}");
         let (_d, path) = hostfile("127.0.0.1:7000\n");
         let err = Cluster::from_hostfile(&path, 2, 0).expect_err("one host for two");
-        assert!(err.to_string().contains("1 hosts for --processes 2"), "{err}");
+        assert!(
+            err.to_string().contains("1 hosts for --processes 2"),
+            "{err}"
+        );
         let (_d, path) = hostfile("127.0.0.1:7000\n127.0.0.1:7001\n");
         let err = Cluster::from_hostfile(&path, 2, 2).expect_err("index 2 of 2");
         assert!(matches!(err, ClusterError::IndexOutOfRange { .. }), "{err}");
@@ -478,7 +491,10 @@ mod tests {
             .expect("valid");
         c.connect_wait = Duration::from_millis(300);
         let err = c.connect(1).err().expect("nobody to connect to");
-        assert!(matches!(err, ClusterError::PeerMissing { peer: 0, .. }), "{err}");
+        assert!(
+            matches!(err, ClusterError::PeerMissing { peer: 0, .. }),
+            "{err}"
+        );
     }
 
     fn hello(index: u64) -> Vec<u8> {
@@ -545,7 +561,9 @@ mod tests {
         let driver = std::thread::spawn(move || {
             let (mut stream, _) = listener.accept().expect("the follower dials");
             let mut theirs = [0u8; 32];
-            stream.read_exact(&mut theirs).expect("the follower's hello");
+            stream
+                .read_exact(&mut theirs)
+                .expect("the follower's hello");
             stream.write_all(&hello(0)).expect("hello");
         });
         let placement = Placement {

@@ -61,7 +61,9 @@ pub enum EngineError {
     NotTheDriver(usize),
     #[error("process 0 feeds the engine: a follower has --process-index 1 or more")]
     NotAFollower,
-    #[error("this process has already run its engine on the cluster (its followers serve one engine)")]
+    #[error(
+        "this process has already run its engine on the cluster (its followers serve one engine)"
+    )]
     ClusterUsed,
 }
 
@@ -205,106 +207,111 @@ fn launch(
         }
     };
     let watch = peers.clone();
-    let guards = timely::execute::execute_from(builders, others, WorkerConfig::default(), move |worker| {
-        let commands = command_rxs
-            .get(worker.index())
-            .and_then(|slot| slot.lock().ok().and_then(|mut s| s.take()));
-        let out = out_tx.clone();
-        let _alarm = PanicAlarm(out_tx.clone());
-        let probe = ProbeHandle::<Epoch>::new();
-        // Empty once every worker has closed its `running` input: how followers learn that
-        // the driver is done.
-        let running_probe = ProbeHandle::<Epoch>::new();
-        // Outputs are held until their time is closed: a query may emit an update at a
-        // future time (a timer, e.g. a node that expires at its `expireAfter`), and it is
-        // not a decision until the clock reaches it.
-        let held: Rc<RefCell<Vec<(Decision, Epoch, isize)>>> = Rc::default();
-        let gather = watch.is_some();
-        let (mut facts_in, running) = worker.dataflow::<Epoch, _, _>(|scope| {
-            let (input, facts) = scope.new_collection::<Fact, isize>();
-            let (running, alive) = scope.new_collection::<(), isize>();
-            alive.probe_with(&running_probe);
-            let sink = held.clone();
-            let decisions = build(facts);
-            // Only process 0's workers talk to the caller: every decision goes to worker 0.
-            let decisions = if gather {
-                decisions.inner.exchange(|_| 0).as_collection()
-            } else {
+    let guards =
+        timely::execute::execute_from(builders, others, WorkerConfig::default(), move |worker| {
+            let commands = command_rxs
+                .get(worker.index())
+                .and_then(|slot| slot.lock().ok().and_then(|mut s| s.take()));
+            let out = out_tx.clone();
+            let _alarm = PanicAlarm(out_tx.clone());
+            let probe = ProbeHandle::<Epoch>::new();
+            // Empty once every worker has closed its `running` input: how followers learn that
+            // the driver is done.
+            let running_probe = ProbeHandle::<Epoch>::new();
+            // Outputs are held until their time is closed: a query may emit an update at a
+            // future time (a timer, e.g. a node that expires at its `expireAfter`), and it is
+            // not a decision until the clock reaches it.
+            let held: Rc<RefCell<Vec<(Decision, Epoch, isize)>>> = Rc::default();
+            let gather = watch.is_some();
+            let (mut facts_in, running) = worker.dataflow::<Epoch, _, _>(|scope| {
+                let (input, facts) = scope.new_collection::<Fact, isize>();
+                let (running, alive) = scope.new_collection::<(), isize>();
+                alive.probe_with(&running_probe);
+                let sink = held.clone();
+                let decisions = build(facts);
+                // Only process 0's workers talk to the caller: every decision goes to worker 0.
+                let decisions = if gather {
+                    decisions.inner.exchange(|_| 0).as_collection()
+                } else {
+                    decisions
+                };
                 decisions
+                    .inspect(move |(decision, time, diff)| {
+                        sink.borrow_mut().push((decision.clone(), *time, *diff));
+                    })
+                    .probe_with(&probe);
+                (input, running)
+            });
+            let Some(commands) = commands else {
+                // A follower: no facts of its own, so progress is the driver's inputs'.
+                drop(facts_in);
+                drop(running);
+                let finished = follow(worker, &running_probe, watch.as_ref());
+                for dataflow in worker.installed_dataflows() {
+                    worker.drop_dataflow(dataflow);
+                }
+                let _ = out.send(if finished {
+                    Message::Finished
+                } else {
+                    Message::Lost
+                });
+                return;
             };
-            decisions
-                .inspect(move |(decision, time, diff)| {
-                    sink.borrow_mut().push((decision.clone(), *time, *diff));
-                })
-                .probe_with(&probe);
-            (input, running)
-        });
-        let Some(commands) = commands else {
-            // A follower: no facts of its own, so progress is the driver's inputs'.
-            drop(facts_in);
-            drop(running);
-            let finished = follow(worker, &running_probe, watch.as_ref());
-            for dataflow in worker.installed_dataflows() {
-                worker.drop_dataflow(dataflow);
-            }
-            let _ = out.send(if finished { Message::Finished } else { Message::Lost });
-            return;
-        };
-        'commands: while let Ok(command) = commands.recv() {
-            match command {
-                Command::Advance { to, updates } => {
-                    for (fact, diff) in updates {
-                        facts_in.update(fact, diff);
-                    }
-                    facts_in.advance_to(to);
-                    facts_in.flush();
-                    // Park briefly when there is nothing to do rather than spin: on two
-                    // cores a spinning worker starves the one doing the work. The bound
-                    // keeps a missed wake-up from stalling an epoch.
-                    worker.step_or_park_while(Some(Duration::from_millis(1)), || {
-                        probe.less_than(&to) && !watch.as_ref().is_some_and(PeerWatch::closed)
-                    });
-                    if probe.less_than(&to) {
-                        // A peer went away: this epoch can never close.
-                        let _ = out.send(Message::Lost);
-                        break 'commands;
-                    }
-                    let mut due = Vec::new();
-                    held.borrow_mut().retain(|(d, t, r)| {
-                        if *t < to {
-                            due.push(Message::Output(d.clone(), *r));
-                            false
-                        } else {
-                            true
+            'commands: while let Ok(command) = commands.recv() {
+                match command {
+                    Command::Advance { to, updates } => {
+                        for (fact, diff) in updates {
+                            facts_in.update(fact, diff);
                         }
-                    });
-                    for m in due {
-                        if out.send(m).is_err() {
+                        facts_in.advance_to(to);
+                        facts_in.flush();
+                        // Park briefly when there is nothing to do rather than spin: on two
+                        // cores a spinning worker starves the one doing the work. The bound
+                        // keeps a missed wake-up from stalling an epoch.
+                        worker.step_or_park_while(Some(Duration::from_millis(1)), || {
+                            probe.less_than(&to) && !watch.as_ref().is_some_and(PeerWatch::closed)
+                        });
+                        if probe.less_than(&to) {
+                            // A peer went away: this epoch can never close.
+                            let _ = out.send(Message::Lost);
+                            break 'commands;
+                        }
+                        let mut due = Vec::new();
+                        held.borrow_mut().retain(|(d, t, r)| {
+                            if *t < to {
+                                due.push(Message::Output(d.clone(), *r));
+                                false
+                            } else {
+                                true
+                            }
+                        });
+                        for m in due {
+                            if out.send(m).is_err() {
+                                break 'commands;
+                            }
+                        }
+                        if out.send(Message::Caught).is_err() {
                             break 'commands;
                         }
                     }
-                    if out.send(Message::Caught).is_err() {
-                        break 'commands;
-                    }
                 }
             }
-        }
-        // Tell the followers: they stop once every driver worker has closed `running`.
-        drop(running);
-        if let Some(watch) = &watch {
-            worker.step_or_park_while(Some(Duration::from_millis(1)), || {
-                !running_probe.done() && !watch.closed()
-            });
-        }
-        // The engine is gone. Closing the input would make the worker run every timer
-        // still pending in the future (expiries weeks ahead) before it can stop: drop the
-        // dataflow instead, with the input still open.
-        for dataflow in worker.installed_dataflows() {
-            worker.drop_dataflow(dataflow);
-        }
-        drop(facts_in);
-    })
-    .map_err(EngineError::Start)?;
+            // Tell the followers: they stop once every driver worker has closed `running`.
+            drop(running);
+            if let Some(watch) = &watch {
+                worker.step_or_park_while(Some(Duration::from_millis(1)), || {
+                    !running_probe.done() && !watch.closed()
+                });
+            }
+            // The engine is gone. Closing the input would make the worker run every timer
+            // still pending in the future (expiries weeks ahead) before it can stop: drop the
+            // dataflow instead, with the input still open.
+            for dataflow in worker.installed_dataflows() {
+                worker.drop_dataflow(dataflow);
+            }
+            drop(facts_in);
+        })
+        .map_err(EngineError::Start)?;
     Ok((command_txs, out_rx, guards, peers))
 }
 
@@ -398,7 +405,10 @@ impl Engine {
 
     /// Starts the engine's workers where `placement` says; in a cluster this process must be
     /// process 0, the driver, and the followers must [`serve`] the same queries.
-    pub fn start_on(placement: &Placement, build: impl QueryBuilder) -> Result<Engine, EngineError> {
+    pub fn start_on(
+        placement: &Placement,
+        build: impl QueryBuilder,
+    ) -> Result<Engine, EngineError> {
         if let Some(c) = placement.cluster.as_ref().filter(|c| c.index > 0) {
             return Err(EngineError::NotTheDriver(c.index));
         }
