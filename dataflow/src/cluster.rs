@@ -142,17 +142,7 @@ impl Cluster {
 
     /// Connects to every peer (a process connects to those before it and accepts those after
     /// it, as timely does) and starts timely's network threads over the connections.
-    pub(crate) fn connect(
-        &self,
-        threads: usize,
-    ) -> Result<
-        (
-            Vec<AllocatorBuilder>,
-            Box<dyn std::any::Any + Send>,
-            PeerWatch,
-        ),
-        ClusterError,
-    > {
+    pub(crate) fn connect(&self, threads: usize) -> Result<Connected, ClusterError> {
         let deadline = Instant::now() + self.connect_wait;
         let closed = Arc::new(AtomicBool::new(false));
         let mut sockets: Vec<Option<Watched>> = (0..self.processes()).map(|_| None).collect();
@@ -215,8 +205,11 @@ impl Cluster {
             timely::communication::Hooks::default(),
         )
         .map_err(|source| self.network(source))?;
-        let builders = builders.into_iter().map(AllocatorBuilder::Tcp).collect();
-        Ok((builders, Box::new(guard), PeerWatch { closed }))
+        Ok(Connected {
+            builders: builders.into_iter().map(AllocatorBuilder::Tcp).collect(),
+            guard: Box::new(guard),
+            peers: PeerWatch { closed },
+        })
     }
 
     /// Connects to an earlier process, retrying until it listens or the deadline passes.
@@ -338,6 +331,14 @@ impl Cluster {
             source,
         }
     }
+}
+
+/// What timely's workers are started from once every peer is connected.
+pub(crate) struct Connected {
+    pub(crate) builders: Vec<AllocatorBuilder>,
+    /// timely's network threads, joined when dropped.
+    pub(crate) guard: Box<dyn std::any::Any + Send>,
+    pub(crate) peers: PeerWatch,
 }
 
 /// Reads a peer's hello: its index and its (processes, threads).
@@ -517,6 +518,57 @@ mod tests {
     ) -> differential_dataflow::VecCollection<'_, crate::engine::Epoch, crate::decisions::Decision>
     {
         facts.map(|_| crate::decisions::Decision::LowerBound(crate::model::Price(0)))
+    }
+
+    /// Consolidation routes each record by its hash, so about half the decisions are made on
+    /// the follower's worker.
+    fn spread(
+        facts: differential_dataflow::VecCollection<'_, crate::engine::Epoch, crate::facts::Fact>,
+    ) -> differential_dataflow::VecCollection<'_, crate::engine::Epoch, crate::decisions::Decision>
+    {
+        facts
+            .map(|f| match f {
+                crate::facts::Fact::Clock(m) => {
+                    crate::decisions::Decision::LowerBound(crate::model::Price(m))
+                }
+                _ => crate::decisions::Decision::LowerBound(crate::model::Price(-1)),
+            })
+            .consolidate()
+    }
+
+    #[test]
+    fn two_processes_decide_what_one_decides() {
+        use crate::engine::{serve, Engine, Placement};
+        let facts: Vec<(crate::facts::Fact, isize)> = (1..=64)
+            .map(|k| (crate::facts::Fact::Clock(k * 60_000), 1))
+            .collect();
+        let mut one = Engine::start(1, spread).expect("one process");
+        one.advance(1, facts.clone()).expect("one process advances");
+        let expected = one.decisions();
+        let hosts = two_hosts();
+        let follower_hosts = hosts.clone();
+        let follower = std::thread::spawn(move || {
+            let placement = Placement {
+                threads: 1,
+                cluster: Some(Cluster::new(follower_hosts, 1).expect("valid")),
+            };
+            serve(&placement, spread)
+        });
+        let placement = Placement {
+            threads: 1,
+            cluster: Some(Cluster::new(hosts, 0).expect("valid")),
+        };
+        let mut two = Engine::start_on(&placement, spread).expect("the driver starts");
+        two.advance(1, facts).expect("two processes advance");
+        let got = two.decisions();
+        drop(two);
+        follower
+            .join()
+            .expect("no panic")
+            .expect("the follower ends cleanly once the driver is done");
+        // The clock fact at minute 0 and the 64 others.
+        assert_eq!(expected.len(), 65);
+        assert_eq!(got, expected);
     }
 
     #[test]

@@ -165,20 +165,17 @@ pub struct Engine {
     poisoned: bool,
 }
 
+/// Started workers: the channels to and from process 0's, their guards, and the peers.
+struct Workers {
+    commands: Vec<Sender<Command>>,
+    messages: Receiver<Message>,
+    guards: timely::communication::WorkerGuards<()>,
+    peers: Option<PeerWatch>,
+}
+
 /// Starts the workers of `placement`: process 0's get command channels (the caller feeds them);
 /// a follower's hold the same dataflow and no facts.
-fn launch(
-    placement: &Placement,
-    build: impl QueryBuilder,
-) -> Result<
-    (
-        Vec<Sender<Command>>,
-        Receiver<Message>,
-        timely::communication::WorkerGuards<()>,
-        Option<PeerWatch>,
-    ),
-    EngineError,
-> {
+fn launch(placement: &Placement, build: impl QueryBuilder) -> Result<Workers, EngineError> {
     let threads = placement.threads.max(1);
     let (out_tx, out_rx) = unbounded::<Message>();
     let driver = placement.cluster.as_ref().is_none_or(|c| c.index == 0);
@@ -193,8 +190,8 @@ fn launch(
     }
     let (builders, others, peers) = match &placement.cluster {
         Some(cluster) if cluster.processes() > 1 => {
-            let (b, o, p) = cluster.connect(threads)?;
-            (b, o, Some(p))
+            let c = cluster.connect(threads)?;
+            (c.builders, c.guard, Some(c.peers))
         }
         _ => {
             let communication = if threads == 1 {
@@ -312,7 +309,12 @@ fn launch(
             drop(facts_in);
         })
         .map_err(EngineError::Start)?;
-    Ok((command_txs, out_rx, guards, peers))
+    Ok(Workers {
+        commands: command_txs,
+        messages: out_rx,
+        guards,
+        peers,
+    })
 }
 
 /// A follower's worker: steps the dataflow until the driver has finished (true) or a peer is
@@ -343,7 +345,12 @@ pub fn serve(placement: &Placement, build: impl QueryBuilder) -> Result<(), Engi
         Some(c) if c.index > 0 => {}
         _ => return Err(EngineError::NotAFollower),
     }
-    let (_, messages, guards, peers) = launch(placement, build)?;
+    let Workers {
+        messages,
+        guards,
+        peers,
+        ..
+    } = launch(placement, build)?;
     let lost = || peers.as_ref().is_some_and(PeerWatch::closed);
     let mut finished = 0;
     while finished < placement.threads.max(1) {
@@ -412,7 +419,12 @@ impl Engine {
         if let Some(c) = placement.cluster.as_ref().filter(|c| c.index > 0) {
             return Err(EngineError::NotTheDriver(c.index));
         }
-        let (commands, messages, guards, peers) = launch(placement, build)?;
+        let Workers {
+            commands,
+            messages,
+            guards,
+            peers,
+        } = launch(placement, build)?;
         Ok(Engine {
             commands,
             messages,
