@@ -5,6 +5,7 @@ mod cli_ranges;
 mod feature_gates;
 mod output;
 mod plan;
+mod processes;
 mod replay_cmd;
 mod report;
 mod trace;
@@ -24,6 +25,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    #[command(flatten)]
+    processes: processes::ProcessArgs,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -84,7 +87,11 @@ fn main() -> Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    match Cli::parse().command {
+    let cli = Cli::parse();
+    if processes::join(&cli.processes, &cli.command)? {
+        return Ok(());
+    }
+    match cli.command {
         Command::Plan {
             paths,
             region,

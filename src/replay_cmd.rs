@@ -33,7 +33,7 @@ pub struct ReplayArgs {
     skip_bad: bool,
     /// Timely worker threads (1 to 256).
     #[arg(short = 'w', long, default_value = "1", value_parser = crate::cli_ranges::parse_workers)]
-    workers: usize,
+    pub(crate) workers: usize,
     /// Print the summary as JSON instead of text.
     #[arg(long)]
     json: bool,

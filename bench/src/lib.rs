@@ -5,5 +5,6 @@ pub mod churn;
 pub mod disruption;
 pub mod measure;
 pub mod packing;
+pub mod processes;
 pub mod report;
 pub mod workload;

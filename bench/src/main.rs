@@ -3,6 +3,7 @@
 use anyhow::{bail, Result};
 use clap::Parser;
 use dovetail_bench::measure::{run, Settings};
+use dovetail_bench::processes;
 use dovetail_bench::report::{read_summary, tables, write_all};
 use std::path::PathBuf;
 
@@ -25,6 +26,16 @@ struct Args {
     /// Timely worker counts to run everything with.
     #[arg(long, value_delimiter = ',', default_value = "1,2")]
     workers: Vec<usize>,
+    /// Process counts to run everything with, each process with each worker count: 2 runs the
+    /// engine as a timely cluster of this bench and a follower copy of it on 127.0.0.1.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    processes: Vec<usize>,
+    /// Serve one engine as follower I of the processes at --peers (the bench starts these).
+    #[arg(long, hide = true, requires = "peers")]
+    serve_as: Option<usize>,
+    /// host:port of every process, in order (with --serve-as).
+    #[arg(long, hide = true, value_delimiter = ',')]
+    peers: Vec<String>,
     /// Compute the state from scratch after every this many changes (at least five samples).
     #[arg(long, default_value_t = 20)]
     sample_every: usize,
@@ -49,6 +60,10 @@ struct Args {
 
 fn main() -> Result<()> {
     let args = Args::parse();
+    if let Some(index) = args.serve_as {
+        let workers = args.workers.first().copied().unwrap_or(1);
+        return processes::serve(index, &args.peers, workers);
+    }
     if let Some(path) = &args.render {
         let saved = read_summary(path)?;
         let mut notes = saved.notes;
@@ -61,6 +76,7 @@ fn main() -> Result<()> {
             &saved.results,
             &notes,
         )?;
+        processes::append_report(&args.out, &saved.results)?;
         println!(
             "wrote {}/{{summary.json,report.md,chart.svg}}",
             args.out.display()
@@ -73,6 +89,9 @@ fn main() -> Result<()> {
     if args.workers.is_empty() || args.workers.contains(&0) {
         bail!("--workers needs at least one positive worker count");
     }
+    if args.processes.is_empty() || args.processes.contains(&0) {
+        bail!("--processes needs at least one positive process count");
+    }
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     let settings = Settings {
         sizes: args.sizes,
@@ -81,6 +100,7 @@ fn main() -> Result<()> {
         seed: args.seed,
         sample_every: args.sample_every,
         nodepools: args.nodepools.max(1),
+        processes: args.processes,
     };
     println!(
         "dovetail-bench: sizes {:?}, workers {:?}, {} changes, seed {}",
@@ -89,6 +109,7 @@ fn main() -> Result<()> {
     let results = run(&settings)?;
     println!("\n{}", tables(&settings, &results, &args.note));
     write_all(&args.out, &command, &settings, &results, &args.note)?;
+    processes::append_report(&args.out, &results)?;
     println!(
         "wrote {}/{{summary.json,report.md,chart.svg}}",
         args.out.display()

@@ -4,13 +4,12 @@
 //! need not agree: a sample checks that every pod still has exactly one decision, and compares
 //! what the two plans cost.
 
+use crate::processes::{self, Layout, Started};
 use crate::workload::{infrastructure, Workload};
 use anyhow::{Context, Result};
 use dovetail_dataflow::decisions::Decision;
-use dovetail_dataflow::engine::Engine;
 use dovetail_dataflow::facts::Fact;
 use dovetail_dataflow::model::Pod;
-use dovetail_queries::provisioning;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -29,10 +28,17 @@ pub struct Settings {
     /// NodePools the pods are split over (1: Karpenter's benchmark).
     #[serde(default = "one")]
     pub nodepools: usize,
+    /// Process counts to run everything with, each process with each of `workers` threads.
+    #[serde(default = "just_one")]
+    pub processes: Vec<usize>,
 }
 
 fn one() -> usize {
     1
+}
+
+fn just_one() -> Vec<usize> {
+    vec![1]
 }
 
 impl Settings {
@@ -108,6 +114,9 @@ impl Tally {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Cold {
     pub workers: usize,
+    /// Processes, each with `workers` threads.
+    #[serde(default = "one")]
+    pub processes: usize,
     pub pods: usize,
     /// From facts sent to decisions returned.
     pub seconds: f64,
@@ -148,6 +157,8 @@ impl Percentiles {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Changes {
     pub workers: usize,
+    #[serde(default = "one")]
+    pub processes: usize,
     pub pods: usize,
     pub changes: usize,
     pub sample_every: usize,
@@ -188,6 +199,12 @@ pub struct Changes {
 pub struct Results {
     pub cold: Vec<Cold>,
     pub changes: Vec<Changes>,
+    /// The same on several processes (kept apart so the report's tables by worker count stay
+    /// as they are).
+    #[serde(default)]
+    pub multi_process_cold: Vec<Cold>,
+    #[serde(default)]
+    pub multi_process_changes: Vec<Changes>,
 }
 
 pub fn histogram() -> Result<Histogram<u64>> {
@@ -212,10 +229,10 @@ fn facts_for(pods: &[Pod], nodepools: usize) -> Vec<(Fact, isize)> {
 
 /// A fresh engine that has computed `pods` from nothing, and how long the computation took
 /// (engine start excluded).
-fn from_scratch(workers: usize, pods: &[Pod], nodepools: usize) -> Result<(Engine, f64, u64)> {
+fn from_scratch(layout: Layout, pods: &[Pod], nodepools: usize) -> Result<(Started, f64, u64)> {
     let facts = facts_for(pods, nodepools);
     let started = Instant::now();
-    let mut engine = Engine::start(workers, provisioning).context("starting the engine")?;
+    let mut engine = processes::start(layout)?;
     let start_ms = started.elapsed().as_secs_f64() * 1e3;
     let t = Instant::now();
     engine.advance(1, facts).context("advancing the engine")?;
@@ -253,15 +270,22 @@ pub fn run(settings: &Settings) -> Result<Results> {
     sizes.sort_unstable();
     sizes.dedup();
     let largest = sizes.last().copied().unwrap_or(0);
-    for &workers in &settings.workers {
+    let layouts = settings.processes.iter().flat_map(|&processes| {
+        settings
+            .workers
+            .iter()
+            .map(move |&workers| Layout { processes, workers })
+    });
+    for layout in layouts {
+        let Layout { processes, workers } = layout;
         for &size in &sizes {
             let mut workload = Workload::new(settings.seed, settings.nodepools);
             let pods = workload.initial(size);
-            let (engine, start_ms, us) = from_scratch(workers, &pods, settings.nodepools)?;
+            let (engine, start_ms, us) = from_scratch(layout, &pods, settings.nodepools)?;
             let seconds = us as f64 / 1e6;
             let tally = Tally::of(&engine.decisions(), &pods);
             println!(
-                "cold {size} pods, {workers} worker(s): {seconds:.3} s ({:.0} pods/s); {} launches, {} bound, {} unschedulable, {} unaccounted",
+                "cold {size} pods, {layout}: {seconds:.3} s ({:.0} pods/s); {} launches, {} bound, {} unschedulable, {} unaccounted",
                 size as f64 / seconds,
                 tally.launches,
                 tally.bound,
@@ -271,8 +295,17 @@ pub fn run(settings: &Settings) -> Result<Results> {
             for (reason, n) in &tally.unschedulable_reasons {
                 println!("    unschedulable x{n}: {reason}");
             }
-            results.cold.push(Cold {
+            let (cold, changes) = if processes > 1 {
+                (
+                    &mut results.multi_process_cold,
+                    &mut results.multi_process_changes,
+                )
+            } else {
+                (&mut results.cold, &mut results.changes)
+            };
+            cold.push(Cold {
                 workers,
+                processes,
                 pods: size,
                 seconds,
                 pods_per_sec: size as f64 / seconds,
@@ -280,8 +313,7 @@ pub fn run(settings: &Settings) -> Result<Results> {
                 tally,
             });
             if size == largest && settings.changes > 0 {
-                let changes = run_changes(settings, workers, engine, workload, pods)?;
-                results.changes.push(changes);
+                changes.push(run_changes(settings, layout, engine, workload, pods)?);
             }
         }
     }
@@ -290,8 +322,8 @@ pub fn run(settings: &Settings) -> Result<Results> {
 
 fn run_changes(
     settings: &Settings,
-    workers: usize,
-    mut engine: Engine,
+    layout: Layout,
+    mut engine: Started,
     mut workload: Workload,
     mut live: Vec<Pod>,
 ) -> Result<Changes> {
@@ -344,7 +376,7 @@ fn run_changes(
             removes.saturating_record(us);
         }
         if (i + 1) % sample_every == 0 {
-            let (fresh, _, scratch_us) = from_scratch(workers, &live, settings.nodepools)?;
+            let (fresh, _, scratch_us) = from_scratch(layout, &live, settings.nodepools)?;
             scratch.saturating_record(scratch_us);
             checks += 1;
             let (a, b) = (engine.decisions(), fresh.decisions());
@@ -380,7 +412,7 @@ fn run_changes(
         }
         if (i + 1) % progress_every == 0 {
             println!(
-                "changes ({workers} worker(s), {pods} pods): {}/{} (last {:.1} ms, {} decision diffs)",
+                "changes ({layout}, {pods} pods): {}/{} (last {:.1} ms, {} decision diffs)",
                 i + 1,
                 settings.changes,
                 us as f64 / 1e3,
@@ -410,12 +442,13 @@ fn run_changes(
     };
     let max_cost = cost_ratios.iter().copied().fold(0.0f64, f64::max);
     println!(
-        "changes ({workers} worker(s)): incremental p50 {:.1} ms, from scratch p50 {:.1} ms, ratio {ratio_p50:.1}x; {sound}/{checks} samples sound, cost {mean_cost:.3}x from scratch (max {max_cost:.3}x)",
+        "changes ({layout}): incremental p50 {:.1} ms, from scratch p50 {:.1} ms, ratio {ratio_p50:.1}x; {sound}/{checks} samples sound, cost {mean_cost:.3}x from scratch (max {max_cost:.3}x)",
         incremental.p50_us as f64 / 1e3,
         from_scratch.p50_us as f64 / 1e3
     );
     Ok(Changes {
-        workers,
+        workers: layout.workers,
+        processes: layout.processes,
         pods,
         changes: settings.changes,
         sample_every,

@@ -4,22 +4,45 @@
 //! The caller owns the clock: [`Engine::advance`] sends the updates of one epoch, closes it,
 //! and returns the decisions' diffs once every worker has caught up. Queries are built by a
 //! caller-supplied function, so this crate knows nothing of what they compute.
+//!
+//! Several processes run one engine as a timely cluster ([`Placement`], [`crate::cluster`]):
+//! process 0, the driver, holds the caller and feeds every fact; the others ([`serve`]) hold
+//! their share of the same dataflow with their inputs closed at once, so progress is governed
+//! by the driver's inputs alone. Every decision is exchanged to worker 0 before it is
+//! collected. When the driver finishes it closes a second input that only exists to tell the
+//! followers so; a peer that goes away before that is an error on every side, never a wait
+//! without end.
 
+use crate::cluster::{Cluster, ClusterError, PeerWatch};
 use crate::decisions::Decision;
 use crate::facts::{Fact, Minute};
 use crate::temporal::{building_with, Timers};
-use crossbeam_channel::{unbounded, Receiver, Sender};
+use crossbeam_channel::{unbounded, Receiver, RecvTimeoutError, Sender};
 use differential_dataflow::input::Input;
-use differential_dataflow::VecCollection;
+use differential_dataflow::{AsCollection, VecCollection};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 use thiserror::Error;
+use timely::dataflow::operators::Exchange;
 use timely::dataflow::ProbeHandle;
 use timely::WorkerConfig;
 
 /// Logical time: milliseconds of the (virtual) clock at which an epoch closes.
 pub type Epoch = u64;
+
+/// How long a follower keeps going after a peer's connection closed, for the last progress
+/// messages that came with it: a driver that finished closes its connections right after
+/// telling everyone so.
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
+
+/// How often a wait on the workers looks up from its channel to check on the peers.
+const PEER_CHECK: Duration = Duration::from_millis(100);
+
+/// How long the driver waits, on shutdown, for its network threads to say goodbye to the peers.
+const GOODBYE_WAIT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Error)]
 pub enum EngineError {
@@ -31,6 +54,18 @@ pub enum EngineError {
     WorkerPanicked,
     #[error("epoch {next} is not after the current epoch {current}")]
     EpochNotIncreasing { current: Epoch, next: Epoch },
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+    #[error("a peer process went away before the engine finished (membership is fixed: restart every process)")]
+    PeerLost,
+    #[error("process {0} is a follower: only process 0 feeds the engine (serve it instead)")]
+    NotTheDriver(usize),
+    #[error("process 0 feeds the engine: a follower has --process-index 1 or more")]
+    NotAFollower,
+    #[error(
+        "this process has already run its engine on the cluster (its followers serve one engine)"
+    )]
+    ClusterUsed,
 }
 
 enum Command {
@@ -45,6 +80,10 @@ enum Message {
     Caught,
     /// A worker is unwinding from a panic: the others would wait for it forever.
     Panicked,
+    /// A follower's worker saw the driver finish.
+    Finished,
+    /// A follower's worker lost a peer before the driver finished.
+    Lost,
 }
 
 /// Tells the caller when its worker thread unwinds, so a panic in a query surfaces as an error
@@ -75,67 +114,152 @@ impl<F> QueryBuilder for F where
 {
 }
 
+/// Where an engine's workers run: `threads` timely workers in this process and, in a cluster,
+/// as many in each other process.
+#[derive(Debug, Clone)]
+pub struct Placement {
+    pub threads: usize,
+    pub cluster: Option<Cluster>,
+}
+
+impl Placement {
+    /// `threads` workers in this process alone.
+    pub fn local(threads: usize) -> Placement {
+        Placement {
+            threads: threads.max(1),
+            cluster: None,
+        }
+    }
+}
+
+/// The cluster this process belongs to, for [`Engine::start`] (see [`join_cluster`]).
+enum Membership {
+    Alone,
+    Joined(Cluster),
+    Used,
+}
+
+static MEMBERSHIP: Mutex<Membership> = Mutex::new(Membership::Alone);
+
+/// Makes this process a member of `cluster` for the one engine it starts next with
+/// [`Engine::start`]. Membership belongs to the process (as timely's own `-n`/`-p` flags do), so
+/// the binary's edge sets it once and every command that runs an engine runs it on the cluster
+/// without passing it down.
+pub fn join_cluster(cluster: Cluster) {
+    if let Ok(mut m) = MEMBERSHIP.lock() {
+        *m = Membership::Joined(cluster);
+    }
+}
+
 /// Running workers and the current value of every decision.
 pub struct Engine {
     commands: Vec<Sender<Command>>,
     messages: Receiver<Message>,
     guards: Option<timely::communication::WorkerGuards<()>>,
+    /// Connections to the other processes, when there are any.
+    peers: Option<PeerWatch>,
     epoch: Epoch,
     decisions: HashMap<Decision, isize>,
     /// The `Fact::Clock` currently inserted.
     clock: Option<Minute>,
+    /// The times this process's workers' queries scheduled (see [`Engine::next_timer`]).
     timers: Timers,
     /// A worker panicked: the survivors cannot finish, so they are not joined.
     poisoned: bool,
 }
 
-impl Engine {
-    /// Starts `workers` timely worker threads in this process.
-    pub fn start(workers: usize, build: impl QueryBuilder) -> Result<Engine, EngineError> {
-        let workers = workers.max(1);
-        let (out_tx, out_rx) = unbounded::<Message>();
-        let mut command_txs = Vec::with_capacity(workers);
-        let mut command_rxs = Vec::with_capacity(workers);
-        for _ in 0..workers {
+/// Started workers: the channels to and from process 0's, their guards, and the peers.
+struct Workers {
+    commands: Vec<Sender<Command>>,
+    messages: Receiver<Message>,
+    guards: timely::communication::WorkerGuards<()>,
+    peers: Option<PeerWatch>,
+    timers: Timers,
+}
+
+/// Starts the workers of `placement`: process 0's get command channels (the caller feeds them);
+/// a follower's hold the same dataflow and no facts.
+fn launch(placement: &Placement, build: impl QueryBuilder) -> Result<Workers, EngineError> {
+    let threads = placement.threads.max(1);
+    let (out_tx, out_rx) = unbounded::<Message>();
+    let driver = placement.cluster.as_ref().is_none_or(|c| c.index == 0);
+    let mut command_txs = Vec::new();
+    let mut command_rxs = Vec::new();
+    if driver {
+        for _ in 0..threads {
             let (tx, rx) = unbounded::<Command>();
             command_txs.push(tx);
             command_rxs.push(std::sync::Mutex::new(Some(rx)));
         }
-        let config = timely::Config {
-            communication: if workers == 1 {
+    }
+    let (builders, others, peers) = match &placement.cluster {
+        Some(cluster) if cluster.processes() > 1 => {
+            let c = cluster.connect(threads)?;
+            (c.builders, c.guard, Some(c.peers))
+        }
+        _ => {
+            let communication = if threads == 1 {
                 timely::CommunicationConfig::Thread
             } else {
-                timely::CommunicationConfig::Process(workers)
-            },
-            worker: WorkerConfig::default(),
-        };
-        let timers = Timers::default();
-        let worker_timers = timers.clone();
-        let guards = timely::execute(config, move |worker| {
-            let index = worker.index();
-            let Some(commands) = command_rxs
-                .get(index)
-                .and_then(|slot| slot.lock().ok().and_then(|mut s| s.take()))
-            else {
-                return;
+                timely::CommunicationConfig::Process(threads)
             };
+            let (b, o) = communication.try_build().map_err(EngineError::Start)?;
+            (b, o, None)
+        }
+    };
+    let watch = peers.clone();
+    let timers = Timers::default();
+    let worker_timers = timers.clone();
+    let guards =
+        timely::execute::execute_from(builders, others, WorkerConfig::default(), move |worker| {
+            let commands = command_rxs
+                .get(worker.index())
+                .and_then(|slot| slot.lock().ok().and_then(|mut s| s.take()));
             let out = out_tx.clone();
             let _alarm = PanicAlarm(out_tx.clone());
             let probe = ProbeHandle::<Epoch>::new();
+            // Empty once every worker has closed its `running` input: how followers learn that
+            // the driver is done.
+            let running_probe = ProbeHandle::<Epoch>::new();
             // Outputs are held until their time is closed: a query may emit an update at a
             // future time (a timer, e.g. a node that expires at its `expireAfter`), and it is
             // not a decision until the clock reaches it.
             let held: Rc<RefCell<Vec<(Decision, Epoch, isize)>>> = Rc::default();
-            let mut facts_in = worker.dataflow::<Epoch, _, _>(|scope| {
+            let gather = watch.is_some();
+            let (mut facts_in, running) = worker.dataflow::<Epoch, _, _>(|scope| {
                 let (input, facts) = scope.new_collection::<Fact, isize>();
+                let (running, alive) = scope.new_collection::<(), isize>();
+                alive.probe_with(&running_probe);
                 let sink = held.clone();
-                building_with(&worker_timers, || build(facts))
+                let decisions = building_with(&worker_timers, || build(facts));
+                // Only process 0's workers talk to the caller: every decision goes to worker 0.
+                let decisions = if gather {
+                    decisions.inner.exchange(|_| 0).as_collection()
+                } else {
+                    decisions
+                };
+                decisions
                     .inspect(move |(decision, time, diff)| {
                         sink.borrow_mut().push((decision.clone(), *time, *diff));
                     })
                     .probe_with(&probe);
-                input
+                (input, running)
             });
+            let Some(commands) = commands else {
+                // A follower: no facts of its own, so progress is the driver's inputs'.
+                drop(facts_in);
+                drop(running);
+                let finished = follow(worker, &running_probe, watch.as_ref());
+                for dataflow in worker.installed_dataflows() {
+                    worker.drop_dataflow(dataflow);
+                }
+                let _ = out.send(if finished {
+                    Message::Finished
+                } else {
+                    Message::Lost
+                });
+                return;
+            };
             'commands: while let Ok(command) = commands.recv() {
                 match command {
                     Command::Advance { to, updates } => {
@@ -147,10 +271,14 @@ impl Engine {
                         // Park briefly when there is nothing to do rather than spin: on two
                         // cores a spinning worker starves the one doing the work. The bound
                         // keeps a missed wake-up from stalling an epoch.
-                        worker
-                            .step_or_park_while(Some(std::time::Duration::from_millis(1)), || {
-                                probe.less_than(&to)
-                            });
+                        worker.step_or_park_while(Some(Duration::from_millis(1)), || {
+                            probe.less_than(&to) && !watch.as_ref().is_some_and(PeerWatch::closed)
+                        });
+                        if probe.less_than(&to) {
+                            // A peer went away: this epoch can never close.
+                            let _ = out.send(Message::Lost);
+                            break 'commands;
+                        }
                         let mut due = Vec::new();
                         held.borrow_mut().retain(|(d, t, r)| {
                             if *t < to {
@@ -171,6 +299,13 @@ impl Engine {
                     }
                 }
             }
+            // Tell the followers: they stop once every driver worker has closed `running`.
+            drop(running);
+            if let Some(watch) = &watch {
+                worker.step_or_park_while(Some(Duration::from_millis(1)), || {
+                    !running_probe.done() && !watch.closed()
+                });
+            }
             // The engine is gone. Closing the input would make the worker run every timer
             // still pending in the future (expiries weeks ahead) before it can stop: drop the
             // dataflow instead, with the input still open.
@@ -180,16 +315,154 @@ impl Engine {
             drop(facts_in);
         })
         .map_err(EngineError::Start)?;
+    Ok(Workers {
+        commands: command_txs,
+        messages: out_rx,
+        guards,
+        peers,
+        timers,
+    })
+}
+
+/// A follower's worker: steps the dataflow until the driver has finished (true) or a peer is
+/// gone for good (false).
+fn follow(
+    worker: &mut timely::worker::Worker,
+    running: &ProbeHandle<Epoch>,
+    watch: Option<&PeerWatch>,
+) -> bool {
+    let mut closed_at: Option<Instant> = None;
+    while !running.done() {
+        worker.step_or_park(Some(Duration::from_millis(10)));
+        if watch.is_some_and(PeerWatch::closed) {
+            let since = *closed_at.get_or_insert_with(Instant::now);
+            if since.elapsed() > CLOSE_GRACE {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// Serves the engine as a follower (`cluster.index` above 0): holds its share of the dataflow
+/// that process 0 feeds, and returns once process 0 has finished with it. A peer that goes
+/// away first is an error.
+pub fn serve(placement: &Placement, build: impl QueryBuilder) -> Result<(), EngineError> {
+    match &placement.cluster {
+        Some(c) if c.index > 0 => {}
+        _ => return Err(EngineError::NotAFollower),
+    }
+    let Workers {
+        messages,
+        guards,
+        peers,
+        ..
+    } = launch(placement, build)?;
+    let lost = || peers.as_ref().is_some_and(PeerWatch::closed);
+    let mut finished = 0;
+    while finished < placement.threads.max(1) {
+        match messages.recv() {
+            Ok(Message::Finished) => finished += 1,
+            Ok(Message::Lost) => {
+                // The network threads have panicked on the closed connection: joining them
+                // would panic too. The process is about to end.
+                std::mem::forget(guards);
+                return Err(EngineError::PeerLost);
+            }
+            Ok(Message::Panicked) => {
+                std::mem::forget(guards);
+                // timely's network thread panics on a closed connection, and the workers
+                // reading from it after: the cause is the peer, not a query.
+                return Err(if lost() {
+                    EngineError::PeerLost
+                } else {
+                    EngineError::WorkerPanicked
+                });
+            }
+            Ok(_) => {}
+            Err(_) => {
+                std::mem::forget(guards);
+                return Err(EngineError::WorkersGone);
+            }
+        }
+    }
+    drop(guards);
+    Ok(())
+}
+
+impl Engine {
+    /// Starts `workers` timely worker threads in this process, or, once the process has
+    /// joined a cluster ([`join_cluster`]), as its driver with `workers` threads per process.
+    pub fn start(workers: usize, build: impl QueryBuilder) -> Result<Engine, EngineError> {
+        let cluster = match MEMBERSHIP.lock() {
+            Ok(mut m) => match std::mem::replace(&mut *m, Membership::Alone) {
+                Membership::Alone => None,
+                Membership::Joined(c) => {
+                    *m = Membership::Used;
+                    Some(c)
+                }
+                Membership::Used => {
+                    *m = Membership::Used;
+                    return Err(EngineError::ClusterUsed);
+                }
+            },
+            Err(_) => None,
+        };
+        Engine::start_on(
+            &Placement {
+                threads: workers.max(1),
+                cluster,
+            },
+            build,
+        )
+    }
+
+    /// Starts the engine's workers where `placement` says; in a cluster this process must be
+    /// process 0, the driver, and the followers must [`serve`] the same queries.
+    pub fn start_on(
+        placement: &Placement,
+        build: impl QueryBuilder,
+    ) -> Result<Engine, EngineError> {
+        if let Some(c) = placement.cluster.as_ref().filter(|c| c.index > 0) {
+            return Err(EngineError::NotTheDriver(c.index));
+        }
+        let Workers {
+            commands,
+            messages,
+            guards,
+            peers,
+            timers,
+        } = launch(placement, build)?;
         Ok(Engine {
-            commands: command_txs,
-            messages: out_rx,
+            commands,
+            messages,
             guards: Some(guards),
+            peers,
             epoch: 0,
             decisions: HashMap::new(),
             clock: None,
             timers,
             poisoned: false,
         })
+    }
+
+    /// The next message from the workers; with peers, a peer that went away is an error
+    /// instead of a wait that never ends.
+    fn next_message(&mut self) -> Result<Message, EngineError> {
+        let Some(peers) = &self.peers else {
+            return self.messages.recv().map_err(|_| EngineError::WorkersGone);
+        };
+        loop {
+            match self.messages.recv_timeout(PEER_CHECK) {
+                Ok(m) => return Ok(m),
+                Err(RecvTimeoutError::Timeout) if peers.closed() => {
+                    self.poisoned = true;
+                    return Err(EngineError::PeerLost);
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return Err(EngineError::WorkersGone),
+            }
+        }
     }
 
     /// The epoch the engine has caught up to.
@@ -200,8 +473,12 @@ impl Engine {
     /// The first time not yet reached at which a timer of the queries (a [`crate::temporal`]
     /// window opening or closing) may change a decision without any new fact; `None` when no
     /// timer is pending. Between now and then, with no new facts, advancing changes nothing
-    /// but the minute clock.
+    /// but the minute clock. On several processes the followers' timers are not seen here, so
+    /// the answer is "now": a caller that skips idle time must not skip past them.
     pub fn next_timer(&self) -> Option<Epoch> {
+        if self.peers.is_some() {
+            return Some(self.epoch);
+        }
         self.timers.next_at_or_after(self.epoch)
     }
 
@@ -239,13 +516,23 @@ impl Engine {
         let mut caught = 0;
         let mut diffs: HashMap<Decision, isize> = HashMap::new();
         while caught < self.commands.len() {
-            match self.messages.recv().map_err(|_| EngineError::WorkersGone)? {
+            match self.next_message()? {
                 Message::Output(d, r) => *diffs.entry(d).or_insert(0) += r,
                 Message::Caught => caught += 1,
                 Message::Panicked => {
                     self.poisoned = true;
-                    return Err(EngineError::WorkerPanicked);
+                    // A closed connection makes the workers panic too (see `serve`).
+                    return Err(if self.peers.as_ref().is_some_and(PeerWatch::closed) {
+                        EngineError::PeerLost
+                    } else {
+                        EngineError::WorkerPanicked
+                    });
                 }
+                Message::Lost => {
+                    self.poisoned = true;
+                    return Err(EngineError::PeerLost);
+                }
+                Message::Finished => {}
             }
         }
         self.epoch = next;
@@ -285,6 +572,19 @@ impl Drop for Engine {
                 // The surviving workers wait for the dead one's progress forever; joining
                 // them would hang the caller. Leave them to the process's end.
                 std::mem::forget(guards);
+            } else if self.peers.is_some() {
+                // Joining waits for every peer to close its connections in turn; a peer that
+                // hangs must not hang the caller.
+                let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(1);
+                std::thread::spawn(move || {
+                    drop(guards);
+                    let _ = done_tx.send(());
+                });
+                if done_rx.recv_timeout(GOODBYE_WAIT).is_err() {
+                    tracing::warn!(
+                        "the engine's peers did not close their connections within {GOODBYE_WAIT:?}"
+                    );
+                }
             } else {
                 drop(guards);
             }

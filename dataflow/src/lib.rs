@@ -2,6 +2,7 @@
 
 pub mod backend;
 pub mod catalog;
+pub mod cluster;
 pub mod decisions;
 pub mod engine;
 pub mod fact_set;
