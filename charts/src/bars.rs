@@ -175,13 +175,9 @@ where
     };
     for s in 0..c.series.len() {
         let colour = PALETTE[s % PALETTE.len()].rgb();
-        chart.draw_series(
-            bars()
-                .filter(|(_, b)| b.series == s)
-                .map(|((x0, x1), b)| {
-                    Rectangle::new([(x0, base), (x1, b.value.max(base))], colour.filled())
-                }),
-        )?;
+        chart.draw_series(bars().filter(|(_, b)| b.series == s).map(|((x0, x1), b)| {
+            Rectangle::new([(x0, base), (x1, b.value.max(base))], colour.filled())
+        }))?;
     }
     let label = TextStyle::from((FONT, font_px(10.0)).into_font())
         .pos(Pos::new(HPos::Center, VPos::Bottom));

@@ -53,8 +53,8 @@ pub(crate) fn draw<DB: DrawingBackend>(
     left: i32,
 ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
     let (at, _) = layout(entries, left, area.dim_in_pixel().0 as i32);
-    let text = TextStyle::from((FONT, font_px(12.0)).into_font())
-        .pos(Pos::new(HPos::Left, VPos::Center));
+    let text =
+        TextStyle::from((FONT, font_px(12.0)).into_font()).pos(Pos::new(HPos::Left, VPos::Center));
     for (e, (x, y)) in entries.iter().zip(at) {
         let mid = y + ROW / 2;
         let colour = e.colour.rgb();
@@ -78,7 +78,11 @@ pub(crate) fn draw<DB: DrawingBackend>(
                 ))?;
             }
         }
-        area.draw(&Text::new(e.name.to_string(), (x + MARK + 6, mid), text.clone()))?;
+        area.draw(&Text::new(
+            e.name.to_string(),
+            (x + MARK + 6, mid),
+            text.clone(),
+        ))?;
     }
     Ok(())
 }

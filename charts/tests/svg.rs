@@ -211,9 +211,17 @@ fn a_bar_chart_has_its_groups_bars_legend_and_reference() {
     // Three bars of the first series and its legend mark (one in each panel).
     assert_eq!(first.len(), 3 + 2, "{first:?}");
     assert_eq!(second.len(), 2 + 1, "{second:?}");
-    let top = |r: &str| attr(r, "y").and_then(|y| y.parse::<f64>().ok()).unwrap_or(f64::NAN);
+    let top = |r: &str| {
+        attr(r, "y")
+            .and_then(|y| y.parse::<f64>().ok())
+            .unwrap_or(f64::NAN)
+    };
     // In the log panel (the lower half), 1500 ms reaches higher than 900, and 900 than 30.
-    let lower: Vec<f64> = second.iter().map(|r| top(r)).filter(|y| *y > 390.0).collect();
+    let lower: Vec<f64> = second
+        .iter()
+        .map(|r| top(r))
+        .filter(|y| *y > 390.0)
+        .collect();
     assert_eq!(lower.len(), 3, "{second:?}");
     let bars: Vec<f64> = first
         .iter()

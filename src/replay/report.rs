@@ -239,7 +239,10 @@ mod tests {
             assert_eq!(points.split_whitespace().count(), 3, "{line}");
         }
         let nodes = text("nodes.svg");
-        assert!(nodes.contains(">\nnodes\n<") && nodes.contains(">\npods running\n<"), "{nodes}");
+        assert!(
+            nodes.contains(">\nnodes\n<") && nodes.contains(">\npods running\n<"),
+            "{nodes}"
+        );
         assert!(text("pending.svg").contains(">\npods pending\n<"));
         assert!(text("disruption.svg").contains(">\nterminated by disruption (total)\n<"));
     }

@@ -47,10 +47,10 @@ fn main() -> Result<()> {
         .init();
     let a = Args::parse();
     if let Some(path) = &a.render {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading {}", path.display()))?;
-        let summary: Summary = serde_json::from_str(&text)
-            .with_context(|| format!("parsing {}", path.display()))?;
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let summary: Summary =
+            serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
         write_all(&a.out, &summary)?;
         println!(
             "wrote {}/{{summary.json,report.md,chart.svg}}",
