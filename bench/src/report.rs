@@ -1,8 +1,9 @@
-//! Tables (markdown, printed and written to `report.md`), `summary.json` and a hand-written SVG
-//! chart.
+//! Tables (markdown, printed and written to `report.md`), `summary.json` and an SVG chart
+//! (`dovetail-charts`).
 
 use crate::measure::{Changes, Percentiles, Results, Settings};
 use anyhow::{Context, Result};
+use dovetail_charts::{bar_charts, tick_label, Bar, BarChart, BarGroup, Reference, Scale};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::path::Path;
@@ -140,204 +141,17 @@ pub fn tables(settings: &Settings, results: &Results, notes: &[String]) -> Strin
 /// Reads one percentile.
 type Pick = fn(&Percentiles) -> u64;
 
-const COLOURS: [&str; 6] = [
-    "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#b07aa1",
-];
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
-
-/// One bar group: a label and (series index, value, value label) bars.
-struct BarGroup {
-    label: String,
-    bars: Vec<(usize, f64, String)>,
-}
-
-/// A bar chart panel at vertical offset `top`. `log` draws the value axis in decades.
-#[allow(clippy::too_many_arguments)]
-fn panel(
-    svg: &mut String,
-    top: f64,
-    title: &str,
-    axis: &str,
-    series: &[String],
-    groups: &[BarGroup],
-    log: bool,
-    reference: Option<(f64, &str)>,
-) {
-    let (left, width, height) = (80.0, 780.0, 260.0);
-    let base = top + 40.0 + height;
-    let values = groups
-        .iter()
-        .flat_map(|g| g.bars.iter().map(|b| b.1))
-        .chain(reference.map(|r| r.0))
-        .filter(|v| *v > 0.0);
-    let max = values.clone().fold(0.0f64, f64::max).max(1e-9);
-    let min = values.fold(f64::MAX, f64::min);
-    let (lo, hi) = if log {
-        let lo = 10f64.powf(min.min(max).log10().floor());
-        let hi = 10f64.powf(max.log10().ceil().max(lo.log10() + 1.0));
-        (lo, hi)
-    } else {
-        (0.0, max * 1.15)
-    };
-    let y = |v: f64| {
-        let f = if log {
-            (v.max(lo).log10() - lo.log10()) / (hi.log10() - lo.log10())
-        } else {
-            v / hi
-        };
-        base - f.clamp(0.0, 1.0) * height
-    };
-    let _ = writeln!(
-        svg,
-        r#"<text x="{left}" y="{}" font-size="16" font-weight="bold">{}</text>"#,
-        top + 22.0,
-        esc(title)
-    );
-    let _ = writeln!(
-        svg,
-        r#"<text x="18" y="{}" font-size="12" transform="rotate(-90 18 {})" text-anchor="middle">{}</text>"#,
-        base - height / 2.0,
-        base - height / 2.0,
-        esc(axis)
-    );
-    // Grid lines.
-    let ticks: Vec<f64> = if log {
-        let mut t = Vec::new();
-        let mut v = lo;
-        while v <= hi * 1.0001 {
-            t.push(v);
-            v *= 10.0;
-        }
-        t
-    } else {
-        let step = nice_step(hi / 5.0);
-        (0..)
-            .map(|i| i as f64 * step)
-            .take_while(|v| *v <= hi)
-            .collect()
-    };
-    for t in ticks {
-        let ty = y(t);
-        let _ = writeln!(
-            svg,
-            r##"<line x1="{left}" y1="{ty:.1}" x2="{}" y2="{ty:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" font-size="11" text-anchor="end">{}</text>"##,
-            left + width,
-            left - 6.0,
-            ty + 4.0,
-            short(t)
-        );
-    }
-    let _ = writeln!(
-        svg,
-        r##"<line x1="{left}" y1="{base}" x2="{}" y2="{base}" stroke="#333"/>"##,
-        left + width
-    );
-    let group_w = width / groups.len().max(1) as f64;
-    for (gi, g) in groups.iter().enumerate() {
-        let gx = left + gi as f64 * group_w;
-        let n = g.bars.len().max(1) as f64;
-        let bar_w = (group_w * 0.8 / n).min(60.0);
-        let start = gx + (group_w - bar_w * n) / 2.0;
-        for (bi, (s, v, label)) in g.bars.iter().enumerate() {
-            let x = start + bi as f64 * bar_w;
-            let top_y = y(*v);
-            let _ = writeln!(
-                svg,
-                r#"<rect x="{x:.1}" y="{top_y:.1}" width="{:.1}" height="{:.1}" fill="{}"/><text x="{:.1}" y="{:.1}" font-size="9" text-anchor="middle">{}</text>"#,
-                bar_w - 2.0,
-                (base - top_y).max(0.0),
-                COLOURS[*s % COLOURS.len()],
-                x + bar_w / 2.0 - 1.0,
-                top_y - 3.0,
-                esc(label)
-            );
-        }
-        let _ = writeln!(
-            svg,
-            r#"<text x="{:.1}" y="{}" font-size="12" text-anchor="middle">{}</text>"#,
-            gx + group_w / 2.0,
-            base + 16.0,
-            esc(&g.label)
-        );
-    }
-    if let Some((v, label)) = reference {
-        let ry = y(v);
-        let _ = writeln!(
-            svg,
-            r##"<line x1="{left}" y1="{ry:.1}" x2="{}" y2="{ry:.1}" stroke="#c00" stroke-dasharray="6 4"/><text x="{}" y="{:.1}" font-size="11" fill="#c00" text-anchor="end">{}</text>"##,
-            left + width,
-            left + width,
-            ry - 4.0,
-            esc(label)
-        );
-    }
-    // Legend.
-    for (i, name) in series.iter().enumerate() {
-        let lx = left + 10.0 + i as f64 * 190.0;
-        let ly = base + 30.0;
-        let _ = writeln!(
-            svg,
-            r#"<rect x="{lx}" y="{ly}" width="12" height="12" fill="{}"/><text x="{}" y="{}" font-size="12">{}</text>"#,
-            COLOURS[i % COLOURS.len()],
-            lx + 16.0,
-            ly + 11.0,
-            esc(name)
-        );
-    }
-}
-
-fn nice_step(raw: f64) -> f64 {
-    if raw <= 0.0 {
-        return 1.0;
-    }
-    let p = 10f64.powf(raw.log10().floor());
-    let m = raw / p;
-    let nice = if m <= 1.0 {
-        1.0
-    } else if m <= 2.0 {
-        2.0
-    } else if m <= 5.0 {
-        5.0
-    } else {
-        10.0
-    };
-    nice * p
-}
-
-fn short(v: f64) -> String {
-    if v >= 1e6 {
-        format!("{:.1}M", v / 1e6)
-    } else if v >= 1e3 {
-        format!("{:.1}k", v / 1e3)
-    } else if v == 0.0 || v >= 1.0 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.2}")
-    }
-}
-
 /// The two charts: cold pods/s per size and worker count; change latency percentiles,
 /// incremental vs from scratch.
-pub fn chart(results: &Results) -> String {
-    let mut svg = String::new();
-    let _ = writeln!(
-        svg,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="900" height="780" viewBox="0 0 900 780" font-family="sans-serif">"#
-    );
-    let _ = writeln!(svg, r#"<rect width="900" height="780" fill="white"/>"#);
+pub fn chart(results: &Results) -> Result<String> {
     let mut workers: Vec<usize> = results.cold.iter().map(|c| c.workers).collect();
     workers.sort_unstable();
     workers.dedup();
     let mut sizes: Vec<usize> = results.cold.iter().map(|c| c.pods).collect();
     sizes.sort_unstable();
     sizes.dedup();
-    let series: Vec<String> = workers.iter().map(|w| format!("{w} worker(s)")).collect();
-    let groups: Vec<BarGroup> = sizes
+    let cold_series: Vec<String> = workers.iter().map(|w| format!("{w} worker(s)")).collect();
+    let cold_groups: Vec<BarGroup> = sizes
         .iter()
         .map(|&size| BarGroup {
             label: format!("{size} pods"),
@@ -346,74 +160,81 @@ pub fn chart(results: &Results) -> String {
                 .iter()
                 .filter(|c| c.pods == size)
                 .filter_map(|c| {
-                    let s = workers.iter().position(|w| *w == c.workers)?;
-                    Some((s, c.pods_per_sec, short(c.pods_per_sec)))
+                    let series = workers.iter().position(|w| *w == c.workers)?;
+                    Some(Bar {
+                        series,
+                        value: c.pods_per_sec,
+                        label: tick_label(c.pods_per_sec),
+                    })
                 })
                 .collect(),
         })
         .collect();
     let reference = format!("Karpenter PR #1950: {KARPENTER_PODS_PER_SEC} pods/s");
-    panel(
-        &mut svg,
-        0.0,
-        "Cold solve throughput (pods/s, higher is better)",
-        "pods per second",
-        &series,
-        &groups,
-        false,
-        Some((KARPENTER_PODS_PER_SEC, &reference)),
+    let mut panels = vec![BarChart {
+        title: "Cold solve throughput (pods/s, higher is better)",
+        y_label: "pods per second",
+        series: &cold_series,
+        groups: &cold_groups,
+        scale: Scale::Linear,
+        reference: Some(Reference {
+            value: KARPENTER_PODS_PER_SEC,
+            label: &reference,
+        }),
+    }];
+    let mut change_series = Vec::new();
+    let mut per_series: Vec<&Percentiles> = Vec::new();
+    for c in &results.changes {
+        add_series(&mut change_series, &mut per_series, c);
+    }
+    let pick: [(&str, Pick); 4] = [
+        ("p50", |p| p.p50_us),
+        ("p90", |p| p.p90_us),
+        ("p99", |p| p.p99_us),
+        ("max", |p| p.max_us),
+    ];
+    let change_groups: Vec<BarGroup> = pick
+        .iter()
+        .map(|(label, f)| BarGroup {
+            label: label.to_string(),
+            bars: per_series
+                .iter()
+                .enumerate()
+                .map(|(series, p)| {
+                    let ms = f(p) as f64 / 1e3;
+                    Bar {
+                        series,
+                        value: ms,
+                        label: format!("{ms:.1}"),
+                    }
+                })
+                .collect(),
+        })
+        .collect();
+    // A log scale only when the bars span more than a factor of 20; otherwise linear, so that
+    // bar heights compare honestly.
+    let (lo, hi) = change_groups
+        .iter()
+        .flat_map(|g| g.bars.iter().map(|b| b.value))
+        .filter(|v| *v > 0.0)
+        .fold((f64::MAX, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    let log = hi > 20.0 * lo;
+    let pods = results.changes.first().map(|c| c.pods).unwrap_or(0);
+    let change_title = format!(
+        "One change at {pods} pods: latency (ms{}, lower is better)",
+        if log { ", log scale" } else { "" }
     );
     if !results.changes.is_empty() {
-        let pods = results.changes.first().map(|c| c.pods).unwrap_or(0);
-        let mut series = Vec::new();
-        let mut per_series: Vec<&Percentiles> = Vec::new();
-        for c in &results.changes {
-            add_series(&mut series, &mut per_series, c);
-        }
-        let pick: [(&str, Pick); 4] = [
-            ("p50", |p| p.p50_us),
-            ("p90", |p| p.p90_us),
-            ("p99", |p| p.p99_us),
-            ("max", |p| p.max_us),
-        ];
-        let groups: Vec<BarGroup> = pick
-            .iter()
-            .map(|(label, f)| BarGroup {
-                label: label.to_string(),
-                bars: per_series
-                    .iter()
-                    .enumerate()
-                    .map(|(i, p)| (i, f(p) as f64 / 1e3, format!("{:.1}", f(p) as f64 / 1e3)))
-                    .collect(),
-            })
-            .collect();
-        // A log scale only when the bars span more than a factor of 20; otherwise linear, so
-        // that bar heights compare honestly.
-        let values: Vec<f64> = groups
-            .iter()
-            .flat_map(|g| g.bars.iter().map(|b| b.1))
-            .filter(|v| *v > 0.0)
-            .collect();
-        let (lo, hi) = values
-            .iter()
-            .fold((f64::MAX, 0.0f64), |(lo, hi), v| (lo.min(*v), hi.max(*v)));
-        let log = hi > 20.0 * lo;
-        panel(
-            &mut svg,
-            390.0,
-            &format!(
-                "One change at {pods} pods: latency (ms{}, lower is better)",
-                if log { ", log scale" } else { "" }
-            ),
-            "milliseconds",
-            &series,
-            &groups,
-            log,
-            None,
-        );
+        panels.push(BarChart {
+            title: &change_title,
+            y_label: "milliseconds",
+            series: &change_series,
+            groups: &change_groups,
+            scale: if log { Scale::Log } else { Scale::Linear },
+            reference: None,
+        });
     }
-    let _ = writeln!(svg, "</svg>");
-    svg
+    Ok(bar_charts(900, 390, &panels)?)
 }
 
 fn add_series<'a>(series: &mut Vec<String>, per: &mut Vec<&'a Percentiles>, c: &'a Changes) {
@@ -472,6 +293,7 @@ pub fn write_all(
     let path = out.join("report.md");
     std::fs::write(&path, md).with_context(|| format!("writing {}", path.display()))?;
     let path = out.join("chart.svg");
-    std::fs::write(&path, chart(results)).with_context(|| format!("writing {}", path.display()))?;
+    std::fs::write(&path, chart(results)?)
+        .with_context(|| format!("writing {}", path.display()))?;
     Ok(())
 }

@@ -1,17 +1,14 @@
-//! The replay report: `summary.json`, `timeline.csv`, SVG charts and an `index.html` that shows
-//! them together. Charts are hand-written SVG so the report needs nothing to view but a browser.
+//! The replay report: `summary.json`, `timeline.csv`, SVG charts (`dovetail-charts`) and an
+//! `index.html` that shows them together; it needs nothing to view but a browser.
 
 use super::run::ReplayOutcome;
 use super::summary::TimelineRow;
 use std::fmt::Write as _;
 use std::path::Path;
 
-/// One line of a chart.
-pub struct Series<'a> {
-    pub name: &'a str,
-    pub colour: &'a str,
-    pub points: Vec<(f64, f64)>,
-}
+// Under the name the replay has always exported.
+pub use dovetail_charts::{line_chart as svg_line_chart, Series};
+use dovetail_charts::{ChartError, Colour};
 
 fn escape(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -19,108 +16,81 @@ fn escape(s: &str) -> String {
         .replace('>', "&gt;")
 }
 
-/// A line chart with axes, ticks and a legend.
-pub fn svg_line_chart(title: &str, x_label: &str, y_label: &str, series: &[Series<'_>]) -> String {
-    let (w, h, left, right, top, bottom) = (760.0, 320.0, 70.0, 20.0, 40.0, 50.0);
-    let xs = series.iter().flat_map(|s| s.points.iter().map(|p| p.0));
-    let ys = series.iter().flat_map(|s| s.points.iter().map(|p| p.1));
-    let x_max = xs.fold(0.0f64, f64::max).max(1e-9);
-    let y_max = ys.fold(0.0f64, f64::max).max(1e-9) * 1.05;
-    let px = |x: f64| left + (w - left - right) * x / x_max;
-    let py = |y: f64| h - bottom - (h - top - bottom) * y / y_max;
-    let mut svg = String::new();
-    let _ = write!(
-        svg,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = write!(svg, r#"<rect width="{w}" height="{h}" fill="white"/>"#);
-    let _ = write!(
-        svg,
-        r#"<text x="{}" y="22" font-size="15" font-weight="bold">{}</text>"#,
-        left,
-        escape(title)
-    );
-    for i in 0..=4 {
-        let y = y_max * i as f64 / 4.0;
-        let _ = write!(
-            svg,
-            r##"<line x1="{left}" x2="{}" y1="{py}" y2="{py}" stroke="#ddd"/><text x="{}" y="{}" text-anchor="end">{}</text>"##,
-            w - right,
-            left - 6.0,
-            py(y) + 4.0,
-            format_tick(y),
-            py = py(y)
-        );
-        let x = x_max * i as f64 / 4.0;
-        let _ = write!(
-            svg,
-            r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
-            px(x),
-            h - bottom + 16.0,
-            format_tick(x)
-        );
-    }
-    let _ = write!(
-        svg,
-        r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
-        (left + w - right) / 2.0,
-        h - 10.0,
-        escape(x_label)
-    );
-    let _ = write!(
-        svg,
-        r#"<text x="16" y="{}" text-anchor="middle" transform="rotate(-90 16 {})">{}</text>"#,
-        (top + h - bottom) / 2.0,
-        (top + h - bottom) / 2.0,
-        escape(y_label)
-    );
-    for (i, s) in series.iter().enumerate() {
-        let mut d = String::new();
-        for (j, (x, y)) in s.points.iter().enumerate() {
-            let _ = write!(
-                d,
-                "{}{:.1},{:.1} ",
-                if j == 0 { "M" } else { "L" },
-                px(*x),
-                py(*y)
-            );
-        }
-        let _ = write!(
-            svg,
-            r#"<path d="{}" fill="none" stroke="{}" stroke-width="1.8"/>"#,
-            d.trim_end(),
-            s.colour
-        );
-        let lx = w - right - 200.0;
-        let ly = top + 14.0 * i as f64;
-        let _ = write!(
-            svg,
-            r#"<rect x="{lx}" y="{}" width="12" height="3" fill="{}"/><text x="{}" y="{}">{}</text>"#,
-            ly - 4.0,
-            s.colour,
-            lx + 16.0,
-            ly,
-            escape(s.name)
-        );
-    }
-    svg.push_str("</svg>\n");
-    svg
-}
-
-fn format_tick(v: f64) -> String {
-    if v >= 100.0 || v == 0.0 {
-        format!("{v:.0}")
-    } else if v >= 1.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.3}")
-    }
-}
-
 fn points(rows: &[TimelineRow], f: impl Fn(&TimelineRow) -> f64) -> Vec<(f64, f64)> {
     rows.iter()
         .map(|r| (r.minute as f64 / 60.0, f(r)))
         .collect()
+}
+
+/// The four timeline charts and their file names.
+fn timeline_charts(rows: &[TimelineRow]) -> Result<[(&'static str, String); 4], ChartError> {
+    let nodes = svg_line_chart(
+        "Nodes and pods running",
+        "simulated hours",
+        "count",
+        &[
+            Series {
+                name: "nodes",
+                colour: Colour(0x1f77b4),
+                points: points(rows, |r| r.nodes as f64),
+            },
+            Series {
+                name: "pods running",
+                colour: Colour(0x2ca02c),
+                points: points(rows, |r| r.pods_running as f64),
+            },
+        ],
+    )?;
+    let pending = svg_line_chart(
+        "Pending pods",
+        "simulated hours",
+        "pods",
+        &[Series {
+            name: "pods pending",
+            colour: Colour(0xd62728),
+            points: points(rows, |r| r.pods_pending as f64),
+        }],
+    )?;
+    let cost = svg_line_chart(
+        "Cost rate vs lower bound",
+        "simulated hours",
+        "$ per hour",
+        &[
+            Series {
+                name: "cost rate",
+                colour: Colour(0xff7f0e),
+                points: points(rows, |r| r.cost_rate),
+            },
+            Series {
+                name: "lower bound",
+                colour: Colour(0x7f7f7f),
+                points: points(rows, |r| r.lower_bound_rate),
+            },
+        ],
+    )?;
+    let disruption = svg_line_chart(
+        "Disruption",
+        "simulated hours",
+        "nodes",
+        &[
+            Series {
+                name: "terminated by disruption (total)",
+                colour: Colour(0x9467bd),
+                points: points(rows, |r| r.nodes_disrupted as f64),
+            },
+            Series {
+                name: "disrupting now",
+                colour: Colour(0x8c564b),
+                points: points(rows, |r| r.nodes_disrupting as f64),
+            },
+        ],
+    )?;
+    Ok([
+        ("nodes.svg", nodes),
+        ("disruption.svg", disruption),
+        ("pending.svg", pending),
+        ("cost.svg", cost),
+    ])
 }
 
 /// Writes the report files into `dir` (created if missing).
@@ -149,72 +119,9 @@ pub fn write_report(dir: &Path, outcome: &ReplayOutcome) -> std::io::Result<()> 
         );
     }
     std::fs::write(dir.join("timeline.csv"), csv)?;
-    let rows = &outcome.timeline;
-    let nodes = svg_line_chart(
-        "Nodes and pods running",
-        "simulated hours",
-        "count",
-        &[
-            Series {
-                name: "nodes",
-                colour: "#1f77b4",
-                points: points(rows, |r| r.nodes as f64),
-            },
-            Series {
-                name: "pods running",
-                colour: "#2ca02c",
-                points: points(rows, |r| r.pods_running as f64),
-            },
-        ],
-    );
-    let pending = svg_line_chart(
-        "Pending pods",
-        "simulated hours",
-        "pods",
-        &[Series {
-            name: "pods pending",
-            colour: "#d62728",
-            points: points(rows, |r| r.pods_pending as f64),
-        }],
-    );
-    let cost = svg_line_chart(
-        "Cost rate vs lower bound",
-        "simulated hours",
-        "$ per hour",
-        &[
-            Series {
-                name: "cost rate",
-                colour: "#ff7f0e",
-                points: points(rows, |r| r.cost_rate),
-            },
-            Series {
-                name: "lower bound",
-                colour: "#7f7f7f",
-                points: points(rows, |r| r.lower_bound_rate),
-            },
-        ],
-    );
-    let disruption = svg_line_chart(
-        "Disruption",
-        "simulated hours",
-        "nodes",
-        &[
-            Series {
-                name: "terminated by disruption (total)",
-                colour: "#9467bd",
-                points: points(rows, |r| r.nodes_disrupted as f64),
-            },
-            Series {
-                name: "disrupting now",
-                colour: "#8c564b",
-                points: points(rows, |r| r.nodes_disrupting as f64),
-            },
-        ],
-    );
-    std::fs::write(dir.join("nodes.svg"), &nodes)?;
-    std::fs::write(dir.join("disruption.svg"), &disruption)?;
-    std::fs::write(dir.join("pending.svg"), &pending)?;
-    std::fs::write(dir.join("cost.svg"), &cost)?;
+    for (file, svg) in timeline_charts(&outcome.timeline).map_err(std::io::Error::other)? {
+        std::fs::write(dir.join(file), svg)?;
+    }
     let mut table = String::new();
     let json = serde_json::to_value(s).map_err(std::io::Error::other)?;
     if let Some(obj) = json.as_object() {
@@ -276,4 +183,67 @@ fn disruption_table(s: &super::summary::ReplaySummary) -> String {
         s.disruption_commands, s.disruption_commands_abandoned, s.disruption_replacements_launched
     );
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(minute: u64, nodes: u64, cost_rate: f64) -> TimelineRow {
+        TimelineRow {
+            minute,
+            nodes,
+            pods_pending: 0,
+            pods_running: nodes * 10,
+            cost_rate,
+            lower_bound_rate: cost_rate * 0.8,
+            nodes_disrupting: 0,
+            nodes_disrupted: 0,
+        }
+    }
+
+    #[test]
+    fn the_timeline_charts_show_every_series_over_simulated_hours() {
+        let rows = [row(0, 0, 0.0), row(60, 4, 1.5), row(120, 2, 0.75)];
+        let charts = timeline_charts(&rows).expect("drawn");
+        let files: Vec<&str> = charts.iter().map(|c| c.0).collect();
+        assert_eq!(
+            files,
+            ["nodes.svg", "disruption.svg", "pending.svg", "cost.svg"]
+        );
+        let text = |file: &str| {
+            charts
+                .iter()
+                .find(|c| c.0 == file)
+                .map(|c| c.1.clone())
+                .unwrap_or_default()
+        };
+        let cost = text("cost.svg");
+        for want in [
+            "Cost rate vs lower bound",
+            "simulated hours",
+            "$ per hour",
+            ">\ncost rate\n<",
+            ">\nlower bound\n<",
+        ] {
+            assert!(cost.contains(want), "no {want:?} in {cost}");
+        }
+        // One line per series, three points each (minutes 0, 60 and 120 are hours 0, 1, 2).
+        for colour in ["#FF7F0E", "#7F7F7F"] {
+            let line = cost
+                .split("<polyline ")
+                .find(|e| e.contains(&format!("stroke=\"{colour}\" stroke-width=\"2\"")))
+                .unwrap_or_else(|| panic!("no line in {colour}: {cost}"));
+            let points = line.split("points=\"").nth(1).unwrap_or("");
+            let points = points.split('"').next().unwrap_or("");
+            assert_eq!(points.split_whitespace().count(), 3, "{line}");
+        }
+        let nodes = text("nodes.svg");
+        assert!(
+            nodes.contains(">\nnodes\n<") && nodes.contains(">\npods running\n<"),
+            "{nodes}"
+        );
+        assert!(text("pending.svg").contains(">\npods pending\n<"));
+        assert!(text("disruption.svg").contains(">\nterminated by disruption (total)\n<"));
+    }
 }

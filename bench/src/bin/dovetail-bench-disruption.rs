@@ -1,7 +1,7 @@
 //! `dovetail-bench-disruption`: every node's disruption status at scale, cold and after single
 //! changes, against a from-scratch evaluation in the same run.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Parser;
 use dovetail_bench::disruption::measure::{run, Settings};
 use dovetail_bench::disruption::report::{markdown, write_all, Summary};
@@ -30,6 +30,10 @@ struct Args {
     seed: u64,
     #[arg(long, default_value = "target/bench-disruption")]
     out: PathBuf,
+    /// Measure nothing: re-render report.md and chart.svg (and summary.json) into --out from
+    /// this summary.json.
+    #[arg(long)]
+    render: Option<PathBuf>,
 }
 
 fn main() -> Result<()> {
@@ -42,6 +46,18 @@ fn main() -> Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let a = Args::parse();
+    if let Some(path) = &a.render {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let summary: Summary =
+            serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        write_all(&a.out, &summary)?;
+        println!(
+            "wrote {}/{{summary.json,report.md,chart.svg}}",
+            a.out.display()
+        );
+        return Ok(());
+    }
     let settings = Settings {
         nodes: a.nodes,
         changes: a.changes,

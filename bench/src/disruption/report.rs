@@ -3,6 +3,7 @@
 use super::measure::{Results, Settings};
 use crate::measure::Percentiles;
 use anyhow::{Context, Result};
+use dovetail_charts::{bar_charts, Bar, BarChart, BarGroup, Scale};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::path::Path;
@@ -67,47 +68,44 @@ pub fn markdown(s: &Summary) -> String {
     out
 }
 
-/// Horizontal bars of p50 and p99 per change kind and from scratch, on a log scale (the
-/// from-scratch bar would flatten the others on a linear one).
-pub fn chart(r: &Results) -> String {
+/// Bars of p50 and p99 per change kind and from scratch, on a log scale (the from-scratch bars
+/// would flatten the others on a linear one).
+pub fn chart(r: &Results) -> Result<String> {
     let mut rows: Vec<(String, &Percentiles)> =
         r.changes.iter().map(|(k, p)| (k.clone(), p)).collect();
     rows.push(("from scratch".into(), &r.from_scratch));
-    let (w, left, bar_h) = (760.0, 170.0, 14.0);
-    let h = 50.0 + rows.len() as f64 * 44.0;
-    let max_us = rows
+    let groups: Vec<BarGroup> = rows
         .iter()
-        .map(|(_, p)| p.p99_us.max(p.max_us))
-        .max()
-        .unwrap_or(1)
-        .max(10) as f64;
-    let x = |us: u64| left + (w - left - 90.0) * ((us.max(1) as f64).log10() / max_us.log10());
-    let mut svg = format!(
-        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">
-<text x="10" y="20" font-size="14">Disruption outputs after one change, {} nodes / {} pods (log scale)</text>
-"##,
+        .map(|(name, p)| BarGroup {
+            label: name.clone(),
+            bars: [p.p50_us, p.p99_us]
+                .iter()
+                .enumerate()
+                .map(|(series, us)| Bar {
+                    series,
+                    value: *us as f64 / 1e3,
+                    label: format!("{} ms", ms(*us)),
+                })
+                .collect(),
+        })
+        .collect();
+    let title = format!(
+        "Disruption outputs after one change, {} nodes / {} pods (log scale)",
         r.nodes, r.pods
     );
-    for (i, (name, p)) in rows.iter().enumerate() {
-        let y = 40.0 + i as f64 * 44.0;
-        let _ = writeln!(svg, r##"<text x="10" y="{}">{name}</text>"##, y + bar_h);
-        for (j, (label, us, color)) in [("p50", p.p50_us, "#4e79a7"), ("p99", p.p99_us, "#f28e2b")]
-            .iter()
-            .enumerate()
-        {
-            let yy = y + j as f64 * (bar_h + 2.0);
-            let _ = writeln!(
-                svg,
-                r##"<rect x="{left}" y="{yy}" width="{:.1}" height="{bar_h}" fill="{color}"/><text x="{:.1}" y="{:.1}">{label} {} ms</text>"##,
-                (x(*us) - left).max(1.0),
-                x(*us) + 4.0,
-                yy + bar_h - 3.0,
-                ms(*us)
-            );
-        }
-    }
-    svg.push_str("</svg>\n");
-    svg
+    let series = ["p50".to_string(), "p99".to_string()];
+    Ok(bar_charts(
+        760,
+        380,
+        &[BarChart {
+            title: &title,
+            y_label: "milliseconds",
+            series: &series,
+            groups: &groups,
+            scale: Scale::Log,
+            reference: None,
+        }],
+    )?)
 }
 
 pub fn write_all(dir: &Path, summary: &Summary) -> Result<()> {
@@ -115,6 +113,6 @@ pub fn write_all(dir: &Path, summary: &Summary) -> Result<()> {
     let json = serde_json::to_string_pretty(summary).context("serialising the summary")?;
     std::fs::write(dir.join("summary.json"), json).context("writing summary.json")?;
     std::fs::write(dir.join("report.md"), markdown(summary)).context("writing report.md")?;
-    std::fs::write(dir.join("chart.svg"), chart(&summary.results)).context("writing chart.svg")?;
+    std::fs::write(dir.join("chart.svg"), chart(&summary.results)?).context("writing chart.svg")?;
     Ok(())
 }
