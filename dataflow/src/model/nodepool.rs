@@ -95,7 +95,8 @@ pub struct NodeClassStatus {
     /// Why the class launches nothing, when its status says so: a `Ready=False` condition, or
     /// an empty (not absent) list of subnets, security groups or AMIs. Karpenter launches
     /// nothing for such a class; its NodePools are not ready.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    // No `skip_serializing_if`: facts cross processes in bincode, which cannot skip a field.
+    #[serde(default)]
     pub not_ready: Option<String>,
 }
 
