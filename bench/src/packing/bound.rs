@@ -11,13 +11,16 @@ use super::ffd::PoolOffer;
 use dovetail_dataflow::model::Pod;
 use std::collections::BTreeMap;
 
+/// Pods alike for the bound: their requests, and the NodePools that may take them.
+type PodShape = (Vec<(String, i64)>, Vec<usize>);
+
 /// Steps of w: 0, 0.05, …, 1.
 const STEPS: u32 = 20;
 
 /// The bound in micro-dollars per hour (pods that no type fits contribute nothing).
 pub fn weighted_bound(pools: &[PoolOffer], pods: &[Pod]) -> f64 {
     // Pods with the same requests and the same usable NodePools share their minimum.
-    let mut classes: BTreeMap<(Vec<(String, i64)>, Vec<usize>), (usize, &Pod)> = BTreeMap::new();
+    let mut classes: BTreeMap<PodShape, (usize, &Pod)> = BTreeMap::new();
     for pod in pods {
         let usable: Vec<usize> = (0..pools.len()).filter(|&p| pools[p].takes(pod)).collect();
         let key: Vec<(String, i64)> = pod

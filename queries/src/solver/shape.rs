@@ -36,8 +36,7 @@ pub fn fill_type(
     demand: &Resources,
     offerings: &OfferingFilter<'_>,
 ) -> Option<(u32, i64)> {
-    // (cost, copies of the type the demand needs, its room, the type, copies of the class).
-    let mut best: Option<(f64, f64, (i64, i64), u32, i64)> = None;
+    let mut best: Option<Candidate> = None;
     for &(t, k) in fits {
         let Some(pt) = types.get(t as usize) else {
             continue;
@@ -46,23 +45,37 @@ pub fn fill_type(
             continue;
         };
         let needed = copies_needed(demand, &pt.available).ceil().max(1.0);
-        let cost = offering.price.0 as f64 * needed;
-        let room = (pt.available.cpu, pt.available.memory);
-        // Among equals, fewer NodeClaims, then the larger type (more room for what comes).
-        let better = match best {
-            None => true,
-            Some((bc, bn, broom, bt, _)) => {
-                (cost, needed) < (bc, bn)
-                    || (cost == bc
-                        && needed == bn
-                        && (room, std::cmp::Reverse(t)) > (broom, std::cmp::Reverse(bt)))
-            }
+        let c = Candidate {
+            cost: offering.price.0 as f64 * needed,
+            needed,
+            room: (pt.available.cpu, pt.available.memory),
+            t,
+            k,
         };
+        // Among equals, fewer NodeClaims, then the larger type (more room for what comes).
+        let better = best.as_ref().is_none_or(|b| {
+            (c.cost, c.needed) < (b.cost, b.needed)
+                || (c.cost == b.cost
+                    && c.needed == b.needed
+                    && (c.room, std::cmp::Reverse(c.t)) > (b.room, std::cmp::Reverse(b.t)))
+        });
         if better {
-            best = Some((cost, needed, room, t, k));
+            best = Some(c);
         }
     }
-    best.map(|(_, _, _, t, k)| (t, k))
+    best.map(|c| (c.t, c.k))
+}
+
+/// A type considered as a fill type.
+struct Candidate {
+    /// Its price times the copies of it the demand needs.
+    cost: f64,
+    needed: f64,
+    /// Its room (CPU, memory).
+    room: (i64, i64),
+    t: u32,
+    /// Copies of the class being placed it holds.
+    k: i64,
 }
 
 #[cfg(test)]
