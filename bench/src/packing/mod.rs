@@ -11,7 +11,6 @@ use anyhow::{Context, Result};
 use dovetail_dataflow::decisions::Decision;
 use dovetail_dataflow::engine::Engine;
 use dovetail_dataflow::facts::Fact;
-use dovetail_dataflow::model::instance_type::offering_allowed;
 use dovetail_dataflow::model::Pod;
 use ffd::{OfferedType, PoolOffer};
 use serde::Serialize;
@@ -71,12 +70,7 @@ pub fn offers(facts: &[Fact]) -> Vec<PoolOffer> {
                 .iter()
                 .filter(|it| it.requirements.intersects(&pool.requirements).is_ok())
                 .filter_map(|it| {
-                    let price = it
-                        .offerings
-                        .iter()
-                        .filter(|o| o.available && offering_allowed(o, &pool.requirements))
-                        .map(|o| o.price.0)
-                        .min()?;
+                    let price = it.cheapest_offering(&pool.requirements)?.price.0;
                     Some(OfferedType {
                         name: it.name.clone(),
                         available: it.allocatable(),
