@@ -36,7 +36,8 @@ struct Args {
     /// host:port of every process, in order (with --serve-as).
     #[arg(long, hide = true, value_delimiter = ',')]
     peers: Vec<String>,
-    /// Compute the state from scratch after every this many changes (at least five samples).
+    /// Compute the state from scratch after every this many changes (at least five samples; 0:
+    /// none, to profile the changes alone).
     #[arg(long, default_value_t = 20)]
     sample_every: usize,
     /// Split the pods over this many NodePools, one team each (1: Karpenter's benchmark), to

@@ -42,7 +42,11 @@ fn just_one() -> Vec<usize> {
 }
 
 impl Settings {
+    /// 0 when from-scratch samples are off (`--sample-every 0`, for profiling the changes alone).
     pub fn effective_sample_every(&self) -> usize {
+        if self.sample_every == 0 {
+            return 0;
+        }
         self.sample_every.clamp(1, (self.changes / 5).max(1))
     }
 }
@@ -375,7 +379,7 @@ fn run_changes(
         } else {
             removes.saturating_record(us);
         }
-        if (i + 1) % sample_every == 0 {
+        if sample_every > 0 && (i + 1) % sample_every == 0 {
             let (fresh, _, scratch_us) = from_scratch(layout, &live, settings.nodepools)?;
             scratch.saturating_record(scratch_us);
             checks += 1;

@@ -38,9 +38,9 @@ pub trait Maintained: 'static {
 
 /// What changed between two answers given as record counts (the simple way to implement
 /// [`Maintained::evaluate`] for an answer that is cheap to rebuild).
-pub fn changes<D: Hash + Eq + Clone>(
-    before: &HashMap<D, isize>,
-    now: &HashMap<D, isize>,
+pub fn changes<D: Hash + Eq + Clone, S: std::hash::BuildHasher>(
+    before: &HashMap<D, isize, S>,
+    now: &HashMap<D, isize, S>,
     out: &mut Vec<(D, isize)>,
 ) {
     for (d, n) in now {

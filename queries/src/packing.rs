@@ -23,6 +23,7 @@ use dovetail_dataflow::decisions::{Launch, Placement};
 use dovetail_dataflow::engine::Epoch;
 use dovetail_dataflow::maintained::{add_count, changes, maintain_by_key, Maintained};
 use dovetail_dataflow::model::Price;
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashMap};
 
@@ -109,7 +110,7 @@ pub fn packing<'s>(
 struct GroupPlan {
     parts: HashMap<Part, isize>,
     /// The answer but its launches (placements, failures, the lower bound).
-    answered: HashMap<Packed, isize>,
+    answered: FxHashMap<Packed, isize>,
     /// The launches answered, with their bins: compared by the solver, not here, so that a
     /// change does not hash and clone every planned NodeClaim of a large group.
     launches: Vec<PlannedLaunch>,
@@ -191,19 +192,16 @@ impl Maintained for GroupPlan {
                 out.push((Packed::Launch(planned.launch), -1));
             }
         }
-        for (launch, (types, requirements, limit)) in std::mem::take(&mut solved.launches)
+        for (launch, bin) in std::mem::take(&mut solved.launches)
             .into_iter()
             .zip(std::mem::take(&mut solved.launch_bins))
         {
             out.push((Packed::Launch(launch.clone()), 1));
-            launches.push(PlannedLaunch {
-                launch,
-                types,
-                requirements,
-                limit,
-            });
+            launches.push(PlannedLaunch { launch, bin });
         }
-        let mut now: HashMap<Packed, isize> = HashMap::new();
+        // Every placement of a large group is hashed here at each change: Fx, not SipHash.
+        let mut now: FxHashMap<Packed, isize> = FxHashMap::default();
+        now.reserve(self.answered.len());
         for p in &solved.placements {
             now.insert(Packed::Placement(p.clone()), 1);
         }

@@ -3,6 +3,7 @@
 
 use dovetail_dataflow::model::{Requirements, Resources};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 #[derive(Debug, Clone)]
 pub enum BinKind {
@@ -11,10 +12,13 @@ pub enum BinKind {
     /// A NodeClaim being planned from a NodePool: index into the solver's pools, with the
     /// candidate types (indices into that pool's types, cheapest first) and the requirements
     /// its pods have narrowed it to. (An existing node is matched by its labels.)
+    ///
+    /// Types and requirements are shared with the plan they were seeded from (a change copies
+    /// only the bins it touches).
     New {
         pool: usize,
-        types: Vec<u32>,
-        requirements: Requirements,
+        types: Arc<[u32]>,
+        requirements: Arc<Requirements>,
     },
 }
 
@@ -30,6 +34,9 @@ pub struct Bin {
     /// A planned NodeClaim's fill type's room (see `shape`): it takes pods up to this, not up
     /// to its largest candidate. `None`: up to the largest candidate.
     pub limit: Option<Resources>,
+    /// A planned NodeClaim's largest CPU and memory over its candidate types (`None`: not yet
+    /// known), so that its headroom is found without walking its types again.
+    pub type_max: Option<(i64, i64)>,
     /// (class index, copies), in the order placed.
     pub classes: Vec<(usize, i64)>,
     /// Pods per topology group on this node (hostname-keyed groups and anti-affinity).
@@ -40,7 +47,7 @@ pub struct Bin {
 
 impl Bin {
     /// An empty NodeClaim being planned from pool `pool`.
-    pub fn planned(pool: usize, types: Vec<u32>, requirements: Requirements) -> Bin {
+    pub fn planned(pool: usize, types: Arc<[u32]>, requirements: Arc<Requirements>) -> Bin {
         Bin {
             kind: BinKind::New {
                 pool,
@@ -51,6 +58,7 @@ impl Bin {
             used: Resources::default(),
             headroom: (i64::MAX, i64::MAX),
             limit: None,
+            type_max: None,
             classes: Vec::new(),
             group_counts: BTreeMap::new(),
             anti_groups: BTreeSet::new(),

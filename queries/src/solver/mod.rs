@@ -19,7 +19,7 @@ mod seed;
 mod shape;
 pub mod topology;
 
-pub use seed::{executes, PlannedLaunch, Previous};
+pub use seed::{executes, PlannedBin, PlannedLaunch, Previous};
 
 use crate::types::{ClassId, Compatibility, NodeState, PodClass, PoolTypes};
 use bin::{Bin, BinKind};
@@ -29,6 +29,7 @@ use dovetail_dataflow::model::labels::{CAPACITY_TYPE, NODEPOOL, ZONE};
 use dovetail_dataflow::model::taints::first_untolerated;
 use dovetail_dataflow::model::{InstanceType, Milli, Requirement, Requirements, Resources};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use topology::{water_fill, ClassTopology, Topology};
 
 /// One class to place.
@@ -71,7 +72,7 @@ pub struct SolverOutput {
     pub lower_bound: dovetail_dataflow::model::Price,
     /// For each of `launches`, its bin's candidate types, requirements and fill type's room
     /// (what a later packing seeded with this one needs).
-    pub launch_bins: Vec<(Vec<u32>, Requirements, Option<Resources>)>,
+    pub launch_bins: Vec<PlannedBin>,
     /// The previous plan's launches (indices into `Previous::launches`) that this plan keeps
     /// unchanged; they are not repeated in `launches`.
     pub kept: Vec<usize>,
@@ -97,6 +98,11 @@ struct Solver<'a> {
     /// Names a new launch must not take: the nodes', their NodeClaims', and the launches
     /// planned last time (see [`executes`]).
     taken: BTreeSet<String>,
+    /// The launches planned last time, whose names a new launch must not take either: looked up
+    /// by a set built on the first new name a change needs, since copying 20,000 names into
+    /// `taken` at every change cost more than the rest of a small change.
+    previous_launches: &'a [PlannedLaunch],
+    previous_names: Option<rustc_hash::FxHashSet<&'a str>>,
 }
 
 /// Runs the packing.
@@ -208,6 +214,7 @@ impl<'a> Solver<'a> {
                 used: n.used.clone(),
                 headroom: (0, 0),
                 limit: None,
+                type_max: None,
                 classes: Vec::new(),
                 group_counts: BTreeMap::new(),
                 anti_groups: BTreeSet::new(),
@@ -270,6 +277,8 @@ impl<'a> Solver<'a> {
             bins,
             failures: Vec::new(),
             taken,
+            previous_launches: &[],
+            previous_names: None,
         };
         for b in 0..solver.bins.len() {
             solver.refresh_headroom(b);
@@ -739,7 +748,7 @@ impl<'a> Solver<'a> {
                 let merged = if adds {
                     std::borrow::Cow::Owned(requirements.intersection(reqs))
                 } else {
-                    std::borrow::Cow::Borrowed(requirements)
+                    std::borrow::Cow::Borrowed(&**requirements)
                 };
                 self.best_types(*pool, types, bits, &merged, &bin.used, req, cap, opening)
                     .map(|(copies, types, limit)| Fit {
@@ -882,10 +891,11 @@ impl<'a> Solver<'a> {
                 ..
             } = &mut bin.kind
             {
-                *types = fit.types;
+                *types = fit.types.into();
                 if let Some(r) = fit.requirements {
-                    *requirements = r;
+                    *requirements = Arc::new(r);
                 }
+                bin.type_max = None;
                 if fit.limit.is_some() {
                     bin.limit = fit.limit;
                 }
@@ -940,6 +950,12 @@ impl<'a> Solver<'a> {
     }
 
     fn refresh_headroom(&mut self, b: usize) {
+        if let (None, BinKind::New { pool, types, .. }) =
+            (self.bins[b].type_max, &self.bins[b].kind)
+        {
+            let max = self.type_max(*pool, types);
+            self.bins[b].type_max = Some(max);
+        }
         let bin = &self.bins[b];
         let headroom = match &bin.kind {
             BinKind::Existing { node } => {
@@ -951,13 +967,14 @@ impl<'a> Solver<'a> {
                     (free.cpu, free.memory)
                 }
             }
-            BinKind::New { pool, types, .. } => {
+            BinKind::New { .. } => {
+                let max = bin.type_max.unwrap_or((-1, -1));
                 let mut h = (-1, -1);
-                for &t in types {
-                    if let Some(pt) = self.pools[*pool].types.get(t as usize) {
-                        h.0 = h.0.max(pt.available.cpu.saturating_sub(bin.used.cpu));
-                        h.1 = h.1.max(pt.available.memory.saturating_sub(bin.used.memory));
-                    }
+                if max.0 >= 0 {
+                    h = (
+                        max.0.saturating_sub(bin.used.cpu),
+                        max.1.saturating_sub(bin.used.memory),
+                    );
                 }
                 if let Some(limit) = &bin.limit {
                     h.0 = h.0.min(limit.cpu - bin.used.cpu);
@@ -967,6 +984,19 @@ impl<'a> Solver<'a> {
             }
         };
         self.bins[b].headroom = headroom;
+    }
+
+    /// The largest CPU and memory any of `types` (of pool `pool`) has available, or (-1, -1)
+    /// when none is known.
+    fn type_max(&self, pool: usize, types: &[u32]) -> (i64, i64) {
+        let mut max = (-1, -1);
+        for &t in types {
+            if let Some(pt) = self.pools[pool].types.get(t as usize) {
+                max.0 = max.0.max(pt.available.cpu);
+                max.1 = max.1.max(pt.available.memory);
+            }
+        }
+        max
     }
 
     /// Opens a NodeClaim for the class from the first NodePool (by weight) that can hold at
@@ -990,7 +1020,8 @@ impl<'a> Solver<'a> {
             }
             let mut requirements = pool.nodepool.requirements.clone();
             requirements.add(NODEPOOL, Requirement::single(pool.nodepool.name.clone()));
-            self.bins.push(Bin::planned(p, candidates, requirements));
+            self.bins
+                .push(Bin::planned(p, candidates.into(), Arc::new(requirements)));
             let b = self.bins.len() - 1;
             match self.fit(b, ci, reqs, left, true) {
                 Some(fit) => {
@@ -1031,8 +1062,13 @@ impl<'a> Solver<'a> {
     /// `name`, or a name derived from it, that no node, NodeClaim or other launch has, and
     /// that no existing NodeClaim could be mistaken to execute.
     fn claim_name(&mut self, name: String) -> String {
+        let previous = self.previous_launches;
+        let previous_names = self
+            .previous_names
+            .get_or_insert_with(|| previous.iter().map(|p| p.launch.name.as_str()).collect());
         let free = |taken: &BTreeSet<String>, n: &str| {
             !taken.contains(n)
+                && !previous_names.contains(n)
                 && !taken
                     .range(format!("{n}-")..)
                     .take_while(|t| t.starts_with(n))
@@ -1091,11 +1127,12 @@ impl<'a> Solver<'a> {
                         };
                         let name = l.name.clone();
                         out.launches.push(l);
-                        out.launch_bins.push((
-                            types.clone(),
-                            requirements.clone(),
-                            bin.limit.clone(),
-                        ));
+                        out.launch_bins.push(PlannedBin {
+                            types: types.clone(),
+                            requirements: requirements.clone(),
+                            limit: bin.limit.clone(),
+                            type_max: bin.type_max,
+                        });
                         name
                     }
                 },

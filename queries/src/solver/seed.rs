@@ -13,7 +13,9 @@ use crate::types::ClassId;
 use dovetail_dataflow::decisions::{Launch, Placement};
 use dovetail_dataflow::model::taints::first_untolerated;
 use dovetail_dataflow::model::Requirements;
-use std::collections::{BTreeMap, HashMap};
+use rustc_hash::FxHashMap as HashMap;
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// The plan a packing made last time: what the new one starts from.
 #[derive(Debug, Clone, Copy)]
@@ -22,16 +24,24 @@ pub struct Previous<'a> {
     pub placements: &'a [Placement],
 }
 
-/// A launch as the packing planned it: the decision, and the bin behind it (its candidate types
-/// as indices into its NodePool's types, which hold while the NodePools do not change, and the
-/// requirements its pods narrowed it to).
+/// A launch as the packing planned it: the decision, and the bin behind it.
 #[derive(Debug, Clone)]
 pub struct PlannedLaunch {
     pub launch: Launch,
-    pub types: Vec<u32>,
-    pub requirements: Requirements,
+    pub bin: PlannedBin,
+}
+
+/// The bin behind a planned launch: its candidate types as indices into its NodePool's types
+/// (which hold while the NodePools do not change) and the requirements its pods narrowed it to,
+/// shared with the bins seeded from it so that a change copies only the bins it touches.
+#[derive(Debug, Clone)]
+pub struct PlannedBin {
+    pub types: Arc<[u32]>,
+    pub requirements: Arc<Requirements>,
     /// Its fill type's room (see `shape`), kept so that it does not grow past it later.
     pub limit: Option<dovetail_dataflow::model::Resources>,
+    /// Its types' largest CPU and memory (see `Bin::type_max`).
+    pub type_max: Option<(i64, i64)>,
 }
 
 /// Where a seeded bin came from: the previous launch it continues, and whether its content
@@ -63,12 +73,12 @@ pub fn executes(claim: &str, launch: &str) -> bool {
         })
 }
 
-impl Solver<'_> {
+impl<'a> Solver<'a> {
     /// Puts the previous plan's copies back where they were, as far as they still fit, and
     /// returns how many copies of each class (by index) were put back. Copies beyond a class's
     /// pending count are dropped first from nodes, then from the launches holding the fewest
     /// pods.
-    pub(super) fn seed(&mut self, previous: Previous<'_>) -> Vec<i64> {
+    pub(super) fn seed(&mut self, previous: Previous<'a>) -> Vec<i64> {
         let class_index: HashMap<ClassId, usize> = self
             .classes
             .iter()
@@ -88,7 +98,7 @@ impl Solver<'_> {
             .map(|(i, n)| (n.node.name.as_str(), i))
             .collect();
         // A launch whose NodeClaim exists is that node now.
-        let mut executed: HashMap<usize, usize> = HashMap::new();
+        let mut executed: HashMap<usize, usize> = HashMap::default();
         for (ni, n) in self.nodes.iter().enumerate() {
             let Some(claim) = n.node.nodeclaim.as_deref() else {
                 continue;
@@ -207,8 +217,7 @@ impl Solver<'_> {
                 changed: held != planned.launch.pods_by_class,
             });
         }
-        self.taken
-            .extend(previous.launches.iter().map(|p| p.launch.name.clone()));
+        self.previous_launches = previous.launches;
         seeded
     }
 
@@ -234,16 +243,23 @@ impl Solver<'_> {
             .iter()
             .position(|p| p.nodepool.name == planned.launch.nodepool)?;
         let known = self.pools[pool].types.len() as u32;
-        let types: Vec<u32> = planned
-            .types
-            .iter()
-            .copied()
-            .filter(|&t| t < known)
-            .collect();
-        if types.is_empty() {
+        let planned = &planned.bin;
+        let mut bin = if planned.types.iter().all(|&t| t < known) {
+            let mut bin = Bin::planned(pool, planned.types.clone(), planned.requirements.clone());
+            bin.type_max = planned.type_max;
+            bin
+        } else {
+            let types: Arc<[u32]> = planned
+                .types
+                .iter()
+                .copied()
+                .filter(|&t| t < known)
+                .collect();
+            Bin::planned(pool, types, planned.requirements.clone())
+        };
+        if matches!(&bin.kind, BinKind::New { types, .. } if types.is_empty()) {
             return None;
         }
-        let mut bin = Bin::planned(pool, types, planned.requirements.clone());
         bin.limit = planned.limit.clone();
         self.bins.push(bin);
         Some(self.bins.len() - 1)
