@@ -440,6 +440,15 @@ impl SimCluster {
         self.pods.values().map(|p| &p.pod)
     }
 
+    /// Whether a pod other than a DaemonSet pod is bound to the node.
+    pub fn runs_workload(&self, node: &str) -> bool {
+        self.nodes.get(node).is_some_and(|n| {
+            n.pods
+                .iter()
+                .any(|k| self.pods.get(k).is_some_and(|p| !p.pod.is_daemon))
+        })
+    }
+
     /// Pods bound to a node, by key.
     pub fn pods_on(&self, node: &str) -> Vec<&Pod> {
         self.nodes

@@ -51,7 +51,11 @@ impl CpuMemory {
     /// scheduler's default.
     pub fn non_zero(r: &Resources) -> CpuMemory {
         CpuMemory {
-            cpu: if r.cpu == 0 { DEFAULT_CPU_REQUEST } else { r.cpu },
+            cpu: if r.cpu == 0 {
+                DEFAULT_CPU_REQUEST
+            } else {
+                r.cpu
+            },
             memory: if r.memory == 0 {
                 DEFAULT_MEMORY_REQUEST
             } else {

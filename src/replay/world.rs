@@ -149,6 +149,56 @@ impl<C: Cloud> World<C> {
             && self.cluster.in_flight().next().is_none()
     }
 
+    /// Nothing left that the replay should wait for once the trace is over: [`Self::settled`]
+    /// (no launch unregistered, no disruption command under way), no registered node still
+    /// initialising, no consolidation command waiting for its validation and no batch window
+    /// open. A pod that only a capacity error's expiry might place does not hold the end: no
+    /// node could take it.
+    pub(crate) fn finished(&self) -> bool {
+        self.settled()
+            && self.cluster.nodes().all(|n| self.cluster.is_ready(&n.name))
+            && self
+                .control
+                .actuator()
+                .next_validation_ms(self.control.last_advance_ms())
+                .is_none()
+            && self.control.next_batch_close_ms().is_none()
+    }
+
+    /// Pending pods the engine placed on a node that is not ready yet: a NodeClaim launching or
+    /// a node initialising.
+    pub(crate) fn pods_waiting_for_node(&self) -> u64 {
+        let pending: BTreeSet<String> = self
+            .cluster
+            .pods()
+            .filter(|p| p.node_name.is_none())
+            .map(|p| p.key())
+            .collect();
+        if pending.is_empty() {
+            return 0;
+        }
+        self.control
+            .engine()
+            .decisions()
+            .iter()
+            .filter(|d| match d {
+                Decision::Binding { pod, target } => {
+                    pending.contains(pod) && !self.cluster.is_ready(target) && {
+                        let booting = self.cluster.node(target).is_some();
+                        let launching = self.cluster.in_flight().any(|n| n.name == *target)
+                            || dovetail_dataflow::backend::Cluster::nodeclaim(
+                                &self.cluster,
+                                target,
+                            )
+                            .is_some();
+                        booting || launching
+                    }
+                }
+                _ => false,
+            })
+            .count() as u64
+    }
+
     /// A catalogue discovered again: the region's types (what launches are built from) and each
     /// EC2NodeClass's instance-type facts follow it; types it no longer has are retracted.
     pub(crate) fn set_catalog(&mut self, catalog: Arc<RegionCatalog>) -> Result<(), ReplayError> {
