@@ -190,9 +190,14 @@ fn without_timing(mut summary: Value) -> (Value, Vec<f64>) {
             sums.push(v.unwrap_or_else(|| panic!("summary has no number {field}")));
         }
         // The cost breakdown is summed over epochs too.
-        let breakdown = fields.remove("cost_breakdown").expect("summary has a cost breakdown");
+        let breakdown = fields
+            .remove("cost_breakdown")
+            .expect("summary has a cost breakdown");
         for (part, v) in breakdown.as_object().into_iter().flatten() {
-            sums.push(v.as_f64().unwrap_or_else(|| panic!("{part} is not a number")));
+            sums.push(
+                v.as_f64()
+                    .unwrap_or_else(|| panic!("{part} is not a number")),
+            );
         }
     }
     (summary, sums)

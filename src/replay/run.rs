@@ -352,7 +352,7 @@ fn summarise(
         interruptions_handled: w.interruptions,
         pods_created: w.pods_created,
         pod_pending_seconds: Percentiles::of(&pending),
-        pods_never_scheduled: never - waiting,
+        pods_never_scheduled: never.saturating_sub(waiting),
         pods_waiting_for_node: waiting,
         settle_cap_hit: false,
         engine_epochs: w.control.advances(),

@@ -177,26 +177,26 @@ impl<C: Cloud> World<C> {
         if pending.is_empty() {
             return 0;
         }
-        self.control
-            .engine()
-            .decisions()
+        let decisions = self.control.engine().decisions();
+        let on_its_way = |target: &str| {
+            !self.cluster.is_ready(target)
+                && (self.cluster.node(target).is_some()
+                    || self.cluster.in_flight().any(|n| n.name == target)
+                    || dovetail_dataflow::backend::Cluster::nodeclaim(&self.cluster, target)
+                        .is_some())
+        };
+        let waiting: BTreeSet<&String> = decisions
             .iter()
-            .filter(|d| match d {
-                Decision::Binding { pod, target } => {
-                    pending.contains(pod) && !self.cluster.is_ready(target) && {
-                        let booting = self.cluster.node(target).is_some();
-                        let launching = self.cluster.in_flight().any(|n| n.name == *target)
-                            || dovetail_dataflow::backend::Cluster::nodeclaim(
-                                &self.cluster,
-                                target,
-                            )
-                            .is_some();
-                        booting || launching
-                    }
+            .filter_map(|d| match d {
+                Decision::Binding { pod, target }
+                    if pending.contains(pod) && on_its_way(target) =>
+                {
+                    Some(pod)
                 }
-                _ => false,
+                _ => None,
             })
-            .count() as u64
+            .collect();
+        waiting.len() as u64
     }
 
     /// A catalogue discovered again: the region's types (what launches are built from) and each
