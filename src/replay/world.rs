@@ -152,8 +152,8 @@ impl<C: Cloud> World<C> {
     /// Nothing left that the replay should wait for once the trace is over: [`Self::settled`]
     /// (no launch unregistered, no disruption command under way), no registered node still
     /// initialising, no consolidation command waiting for its validation and no batch window
-    /// open. A pod that only a capacity error's expiry might place does not hold the end: no
-    /// node could take it.
+    /// open. Timers that might start new work (a capacity error's expiry, `consolidateAfter`)
+    /// do not hold the end by themselves.
     pub(crate) fn finished(&self) -> bool {
         self.settled()
             && self.cluster.nodes().all(|n| self.cluster.is_ready(&n.name))
