@@ -194,6 +194,18 @@ fn summary_text(s: &ReplaySummary) -> String {
             u.usd, u.node_hours, u.instances
         );
     }
+    let parts: Vec<String> = s
+        .cost_breakdown
+        .parts()
+        .iter()
+        .map(|(name, usd)| format!("{name} ${usd:.2}"))
+        .collect();
+    let _ = writeln!(
+        out,
+        "  above bound   ${:.2}: {}",
+        s.cost_breakdown.gap_usd,
+        parts.join(", ")
+    );
     let by_disruption: u64 = s.nodes_terminated_by_disruption.values().sum();
     let _ = writeln!(
         out,
@@ -238,6 +250,13 @@ fn summary_text(s: &ReplaySummary) -> String {
         s.pod_pending_seconds.max,
         s.pods_never_scheduled
     );
+    if s.settle_cap_hit {
+        let _ = writeln!(
+            out,
+            "                stopped at the settle cap: {} pods still waiting for a node on its way",
+            s.pods_waiting_for_node
+        );
+    }
     let _ = writeln!(
         out,
         "engine          {} epochs; update p50 {} µs, p99 {} µs, max {} µs",

@@ -189,6 +189,16 @@ fn without_timing(mut summary: Value) -> (Value, Vec<f64>) {
             let v = fields.remove(*field).and_then(|v| v.as_f64());
             sums.push(v.unwrap_or_else(|| panic!("summary has no number {field}")));
         }
+        // The cost breakdown is summed over epochs too.
+        let breakdown = fields
+            .remove("cost_breakdown")
+            .expect("summary has a cost breakdown");
+        for (part, v) in breakdown.as_object().into_iter().flatten() {
+            sums.push(
+                v.as_f64()
+                    .unwrap_or_else(|| panic!("{part} is not a number")),
+            );
+        }
     }
     (summary, sums)
 }
@@ -202,7 +212,19 @@ fn two_processes_replay_what_one_replays() {
         "/data/traces/dlrm-sample.jsonl"
     ))
     .expect("the bundled sample");
-    let head: String = sample.lines().take(121).map(|l| format!("{l}\n")).collect();
+    let mut head: String = sample.lines().take(121).map(|l| format!("{l}\n")).collect();
+    // A replay ends once the world has settled after its last event; a deletion of no pod 10
+    // minutes later keeps it going long enough for consolidation (as the old fixed settle did).
+    let last_t = sample
+        .lines()
+        .nth(120)
+        .and_then(|l| serde_json::from_str::<Value>(l).ok())
+        .and_then(|v| v["t"].as_i64())
+        .expect("the 120th event's time");
+    head.push_str(&format!(
+        "{{\"t\":{},\"event\":\"pod_deleted\",\"namespace\":\"none\",\"name\":\"none\"}}\n",
+        last_t + 600_000
+    ));
     let trace = scratch.0.join("head.jsonl");
     std::fs::write(&trace, head).expect("trace");
     let trace = trace.display().to_string();

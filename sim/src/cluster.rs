@@ -6,7 +6,8 @@
 //!   as their controllers recreate them (DaemonSet pods go with the node).
 //! - Pods arrive pending (or bound, if they name an existing node) and are bound by
 //!   [`SimCluster::schedule`]: pending pods by priority (highest first), then arrival, each to the
-//!   first node by name that fits (see [`crate::fit`] for the filters).
+//!   node it fits (see [`crate::fit`] for the filters) that kube-scheduler's default scores rank
+//!   highest (see [`crate::score`]).
 //! - Nodes can be tainted ([`SimCluster::taint`], e.g. `karpenter.sh/disrupted` while a
 //!   disruption runs) and annotated; the scheduler honours the taints.
 //! - Draining ([`SimCluster::evict_for_drain`]) cordons the node and evicts its pods through the
@@ -17,6 +18,7 @@
 
 use crate::fit::{effective_requests, MatchCache, PodFit, Unfit};
 use crate::pdb::disruptions_allowed;
+use crate::score::{CpuMemory, PodScore};
 use crate::state::{NodeState, PodState};
 use dovetail_dataflow::backend::{ClusterReply, NodeClaim};
 use dovetail_dataflow::model::{Node, Pod, PodDisruptionBudget, Resources, Taint};
@@ -116,6 +118,7 @@ impl SimCluster {
                 startup_taints,
                 ready: false,
                 requested: Resources::default(),
+                non_zero_requested: CpuMemory::default(),
                 pods: BTreeSet::new(),
             },
         );
@@ -241,8 +244,9 @@ impl SimCluster {
             .ok_or_else(|| ClusterError::UnknownPod(key.to_string()))
     }
 
-    /// Binds pending pods (highest priority first, then oldest) to the first Ready node by name
-    /// that fits. Returns the bindings made, `(pod key, node name)`, in order.
+    /// Binds pending pods (highest priority first, then oldest), each to the Ready node it fits
+    /// that kube-scheduler's default scores rank highest (see [`crate::score`]; the first by
+    /// name among equals). Returns the bindings made, `(pod key, node name)`, in order.
     pub fn schedule(&mut self, now_ms: i64) -> Vec<(String, String)> {
         let mut order: Vec<(std::cmp::Reverse<i32>, i64, u64, String)> = self
             .pods
@@ -284,10 +288,23 @@ impl SimCluster {
             }
             let target = {
                 let fit = PodFit::new(pod, &self.nodes, &self.pods, &self.anti_holders, &mut cache);
-                candidates
-                    .iter()
-                    .find(|n| self.nodes.get(*n).is_some_and(|s| fit.check(s).is_ok()))
-                    .cloned()
+                let score = PodScore::new(pod);
+                // The highest score wins; among equals the first by name (candidates are in
+                // name order and only a strictly higher score replaces the best).
+                let mut best: Option<(i64, &String)> = None;
+                for name in &candidates {
+                    let Some(s) = self.nodes.get(name) else {
+                        continue;
+                    };
+                    if fit.check(s).is_err() {
+                        continue;
+                    }
+                    let total = score.score(s);
+                    if best.is_none_or(|(b, _)| total > b) {
+                        best = Some((total, name));
+                    }
+                }
+                best.map(|(_, n)| n.clone())
             };
             match target {
                 Some(node) => {
@@ -423,6 +440,15 @@ impl SimCluster {
         self.pods.values().map(|p| &p.pod)
     }
 
+    /// Whether a pod other than a DaemonSet pod is bound to the node.
+    pub fn runs_workload(&self, node: &str) -> bool {
+        self.nodes.get(node).is_some_and(|n| {
+            n.pods
+                .iter()
+                .any(|k| self.pods.get(k).is_some_and(|p| !p.pod.is_daemon))
+        })
+    }
+
     /// Pods bound to a node, by key.
     pub fn pods_on(&self, node: &str) -> Vec<&Pod> {
         self.nodes
@@ -491,6 +517,9 @@ impl SimCluster {
             return;
         };
         n.requested.add_assign(&effective_requests(&p.pod));
+        n.non_zero_requested = n
+            .non_zero_requested
+            .plus(CpuMemory::non_zero(&p.pod.scheduling.requests));
         n.pods.insert(key.to_string());
         p.pod.node_name = Some(node.to_string());
         self.changes.pods.insert(key.to_string());
@@ -524,6 +553,9 @@ impl SimCluster {
         self.anti_holders.remove(key);
         if let Some(n) = self.nodes.get_mut(&node) {
             n.requested = n.requested.sub(&effective_requests(&p.pod));
+            n.non_zero_requested = n
+                .non_zero_requested
+                .minus(CpuMemory::non_zero(&p.pod.scheduling.requests));
             n.pods.remove(key);
         }
     }

@@ -19,9 +19,9 @@
 //! 8. no required anti-affinity term of the pod has a matching bound pod in the node's domain,
 //!    and no bound pod's required anti-affinity term matches the pod in that domain (symmetry).
 //!
-//! A term's namespaces default to the namespace of the pod that has the term. Scoring
-//! (preferences, `ScheduleAnyway`, PreferNoSchedule) is not modelled: the cluster binds to the
-//! first node by name that fits.
+//! A term's namespaces default to the namespace of the pod that has the term. Among the nodes a
+//! pod fits, [`crate::score`] ranks them; preferences (`ScheduleAnyway`, PreferNoSchedule,
+//! preferred affinity) are not scored.
 
 use crate::state::{NodeState, PodState};
 use dovetail_dataflow::model::labels::ZONE;

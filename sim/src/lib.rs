@@ -18,6 +18,7 @@ pub mod fit;
 pub mod interrupt;
 pub mod pdb;
 pub mod rng;
+pub mod score;
 pub mod spot_advisor;
 mod state;
 pub mod stats;

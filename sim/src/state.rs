@@ -1,6 +1,7 @@
 //! What the simulated cluster keeps per node and per pod; the scheduler's filters (`fit`) read
 //! it as the cluster (`cluster`) writes it.
 
+use crate::score::CpuMemory;
 use dovetail_dataflow::model::{Node, Pod, Resources, Taint};
 use std::collections::BTreeSet;
 
@@ -11,6 +12,9 @@ pub(crate) struct NodeState {
     pub(crate) ready: bool,
     /// Sum of the effective requests of the pods bound here.
     pub(crate) requested: Resources,
+    /// CPU and memory of the pods bound here as the LeastAllocated score counts them (a zero
+    /// request as kube-scheduler's default).
+    pub(crate) non_zero_requested: CpuMemory,
     pub(crate) pods: BTreeSet<String>,
 }
 

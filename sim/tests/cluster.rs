@@ -341,7 +341,13 @@ fn pdb_blocks_eviction() {
             .add(HOSTNAME, Requirement::single("n1".to_string()));
         c.add_pod(0, p).unwrap();
     }
-    c.add_pod(0, pod("other", 1)).unwrap();
+    // Pinned too: the scheduler's scores would put it on the empty n2.
+    let mut other = pod("other", 1);
+    other
+        .scheduling
+        .node_selector
+        .add(HOSTNAME, Requirement::single("n1".to_string()));
+    c.add_pod(0, other).unwrap();
     c.schedule(1);
     assert_eq!(c.pods_on("n1").len(), 4);
 

@@ -7,8 +7,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 // Under the name the replay has always exported.
+use dovetail_charts::{bar_charts, Bar, BarChart, BarGroup, ChartError, Colour, Scale};
 pub use dovetail_charts::{line_chart as svg_line_chart, Series};
-use dovetail_charts::{ChartError, Colour};
 
 fn escape(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -93,6 +93,35 @@ fn timeline_charts(rows: &[TimelineRow]) -> Result<[(&'static str, String); 4], 
     ])
 }
 
+/// The gap between cost and lower bound as bars, one per part (see `breakdown.rs`).
+fn breakdown_chart(b: &super::summary::CostBreakdown) -> Result<String, ChartError> {
+    let groups: Vec<BarGroup> = b
+        .parts()
+        .iter()
+        .map(|(name, usd)| BarGroup {
+            label: (*name).to_string(),
+            bars: vec![Bar {
+                series: 0,
+                value: *usd,
+                label: format!("${usd:.0}"),
+            }],
+        })
+        .collect();
+    let series = [format!("$ above the lower bound (gap ${:.0})", b.gap_usd)];
+    bar_charts(
+        820,
+        360,
+        &[BarChart {
+            title: "Where the cost above the lower bound went",
+            y_label: "$",
+            series: &series,
+            groups: &groups,
+            scale: Scale::Linear,
+            reference: None,
+        }],
+    )
+}
+
 /// Writes the report files into `dir` (created if missing).
 pub fn write_report(dir: &Path, outcome: &ReplayOutcome) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
@@ -122,6 +151,10 @@ pub fn write_report(dir: &Path, outcome: &ReplayOutcome) -> std::io::Result<()> 
     for (file, svg) in timeline_charts(&outcome.timeline).map_err(std::io::Error::other)? {
         std::fs::write(dir.join(file), svg)?;
     }
+    std::fs::write(
+        dir.join("cost_breakdown.svg"),
+        breakdown_chart(&s.cost_breakdown).map_err(std::io::Error::other)?,
+    )?;
     let mut table = String::new();
     let json = serde_json::to_value(s).map_err(std::io::Error::other)?;
     if let Some(obj) = json.as_object() {
@@ -141,6 +174,7 @@ pub fn write_report(dir: &Path, outcome: &ReplayOutcome) -> std::io::Result<()> 
 <body><h1>dovetail replay: {title}</h1>
 <p>Total cost ${cost:.2} over {hours:.1} simulated hours; lower bound ${lb:.2} (ratio {ratio:.2}).</p>
 <img src="nodes.svg" alt="nodes over time"><img src="pending.svg" alt="pending pods over time"><img src="cost.svg" alt="cost vs lower bound"><img src="disruption.svg" alt="nodes disrupted over time">
+<h2>Cost above the lower bound</h2><img src="cost_breakdown.svg" alt="cost above the lower bound by part">
 <h2>Disruption</h2>{disruptions}
 <h2>Summary</h2><table>{table}</table><p>Per-minute data: <a href="timeline.csv">timeline.csv</a>; all figures: <a href="summary.json">summary.json</a>.</p></body></html>
 "#,
@@ -199,6 +233,26 @@ mod tests {
             lower_bound_rate: cost_rate * 0.8,
             nodes_disrupting: 0,
             nodes_disrupted: 0,
+        }
+    }
+
+    #[test]
+    fn the_breakdown_chart_has_a_bar_per_part() {
+        let b = crate::replay::CostBreakdown {
+            gap_usd: 100.0,
+            boot_usd: 11.0,
+            idle_usd: 22.0,
+            disruption_lag_usd: 33.0,
+            packing_waste_usd: 44.0,
+            spot_premium_usd: 5.0,
+            other_usd: -15.0,
+        };
+        let svg = breakdown_chart(&b).expect("drawn");
+        for (name, usd) in b.parts() {
+            assert!(svg.contains(&format!(">\n{name}\n<")), "no {name} in {svg}");
+            if usd > 0.0 {
+                assert!(svg.contains(&format!("${usd:.0}")), "no {usd} in {svg}");
+            }
         }
     }
 

@@ -5,7 +5,13 @@
 //! capacity error, or the disruption poll every 10 s while nodes exist) the driver applies it,
 //! then repeats — up to a bound — letting the simulated kube-scheduler bind what it can, telling
 //! the engine what changed and acting on its decisions, until nothing changes.
+//!
+//! After the last trace event (and at least `settle_ms` more) the replay ends at the first
+//! instant the world has settled ([`World::finished`]): no launch booting, no disruption command
+//! under way or waiting for its validation, no batch window open. A cap bounds it; a replay stopped at the cap says so, and counts apart the
+//! pods still waiting for a node on its way.
 
+use super::breakdown::CostLedger;
 use super::error::ReplayError;
 use super::idle;
 use super::summary::{CapacityTypeUsage, Percentiles, ReplaySummary, TimelineRow};
@@ -20,12 +26,20 @@ use std::time::Instant;
 /// How many times the engine may replan at one instant.
 const MAX_STEPS_PER_INSTANT: usize = 8;
 
+/// The default bound on simulating past the last trace event: a launch takes ~85 s and a
+/// disruption command a few minutes, so two hours means something never settles.
+pub const SETTLE_CAP_MS: i64 = 2 * 60 * super::world::MINUTE_MS;
+
 /// How to replay.
 #[derive(Debug, Clone)]
 pub struct ReplayOptions {
     pub sim: SimConfig,
-    /// Keep simulating this long after the last trace event, so launches can settle.
+    /// Keep simulating at least this long after the last trace event (e.g. for consolidation
+    /// to act on the last deletions); the replay then ends once the world has settled.
     pub settle_ms: i64,
+    /// Stop at most this long after the last trace event even if launches or disruption
+    /// commands are still under way (the summary says so).
+    pub settle_cap_ms: i64,
     /// Timely worker threads for the engine.
     pub workers: usize,
     /// Run at this multiple of real time (None: as fast as possible).
@@ -41,7 +55,8 @@ impl Default for ReplayOptions {
     fn default() -> Self {
         ReplayOptions {
             sim: SimConfig::default(),
-            settle_ms: 10 * super::world::MINUTE_MS,
+            settle_ms: 0,
+            settle_cap_ms: SETTLE_CAP_MS,
             workers: 1,
             speed: None,
             trace_name: String::new(),
@@ -91,7 +106,13 @@ pub fn replay(
     w.control.set_batch_window(opts.batch_window);
     w.apply_manifests(initial)?;
 
-    let end_ms = (events.last().map(|e| e.t as i64).unwrap_or(0)).saturating_add(opts.settle_ms);
+    let last_event_ms = events.last().map(|e| e.t as i64).unwrap_or(0);
+    let min_end_ms = last_event_ms.saturating_add(opts.settle_ms.max(0));
+    let cap_ms = last_event_ms.saturating_add(opts.settle_cap_ms.max(opts.settle_ms).max(0));
+    // Where the replay ended: at the cap, or at the first instant after the last event (and
+    // `settle_ms`) at which the world had settled.
+    let mut end_ms = cap_ms;
+    let mut settled_at: Option<i64> = None;
     let mut timeline: Vec<TimelineRow> = Vec::new();
     let mut next_minute: i64 = 0;
     let mut lower_bound_usd = 0.0;
@@ -103,6 +124,7 @@ pub fn replay(
     // Consecutive poll instants that changed nothing in a settled world (see `idle`).
     let mut quiet_polls: u32 = 0;
     let mut polls_skipped: u64 = 0;
+    let mut ledger = CostLedger::default();
     loop {
         let last = w.control.last_advance_ms();
         let poll = if !w.has_nodes() {
@@ -132,9 +154,20 @@ pub fn replay(
             w.control.next_batch_close_ms(),
         ];
         let Some(now) = candidates.into_iter().flatten().min() else {
+            // Nothing will ever happen again: the world has settled where it stands.
+            let at = last_t.max(min_end_ms);
+            settled_at = Some(at);
+            end_ms = at;
             break;
         };
-        if now > end_ms {
+        if now > cap_ms {
+            break;
+        }
+        // Nothing happens between `last_t` and `now`, so a world finished at `last_t` is the
+        // same at `min_end_ms`.
+        if idx >= events.len() && (last_t >= min_end_ms || now > min_end_ms) && w.finished() {
+            end_ms = last_t.max(min_end_ms);
+            settled_at = Some(end_ms);
             break;
         }
         if quiet_polls >= idle::QUIET_POLLS_BEFORE_SKIPPING && w.has_nodes() {
@@ -152,6 +185,7 @@ pub fn replay(
         }
         // The state that held until now is what the timeline shows for the minutes passed.
         w.timeline_until(now, &mut next_minute, &mut timeline);
+        ledger.advance(&w, last_t, now);
         lower_bound_usd += w.lower_bound.dollars() * (now - last_t) as f64 / 3_600_000.0;
         last_t = now;
         w.control.set_clock(now);
@@ -179,13 +213,16 @@ pub fn replay(
             last_progress = Instant::now();
             progress(Progress {
                 now_ms: now,
-                end_ms,
+                // The end is not known until the world settles: the bar runs to the trace's
+                // end, then stays full while it settles.
+                end_ms: min_end_ms.max(now),
                 nodes: w.alive_nodes(),
                 pods_pending: w.pods_pending(),
             });
         }
     }
     w.timeline_until(end_ms + 1, &mut next_minute, &mut timeline);
+    ledger.advance(&w, last_t, end_ms);
     lower_bound_usd += w.lower_bound.dollars() * (end_ms - last_t).max(0) as f64 / 3_600_000.0;
     progress(Progress {
         now_ms: end_ms,
@@ -194,7 +231,15 @@ pub fn replay(
         pods_pending: w.pods_pending(),
     });
     let mut summary = summarise(&w, opts, end_ms, lower_bound_usd, wall);
+    summary.cost_breakdown = ledger.finish(summary.total_cost_usd, lower_bound_usd);
     summary.disruption_polls_skipped = polls_skipped;
+    summary.settle_cap_hit = settled_at.is_none();
+    if summary.settle_cap_hit {
+        summary.notes.push(format!(
+            "the replay stopped at its cap, {} s after the last trace event, with launches or disruption commands still under way",
+            (cap_ms - last_event_ms) / 1000
+        ));
+    }
     let mut instances: Vec<dovetail_dataflow::backend::Instance> =
         w.cloud.instances().cloned().collect();
     instances.sort_by(|a, b| {
@@ -266,6 +311,8 @@ fn summarise(
     notes.dedup();
     notes.extend(explain_pending(w));
     let d = w.control.actuator().stats();
+    let never = w.cluster.pods().filter(|p| p.node_name.is_none()).count() as u64;
+    let waiting = w.pods_waiting_for_node();
     ReplaySummary {
         trace: opts.trace_name.clone(),
         seed: opts.sim.seed,
@@ -278,6 +325,7 @@ fn summarise(
         } else {
             0.0
         },
+        cost_breakdown: Default::default(),
         by_capacity_type: cost
             .by_capacity_type
             .iter()
@@ -304,7 +352,9 @@ fn summarise(
         interruptions_handled: w.interruptions,
         pods_created: w.pods_created,
         pod_pending_seconds: Percentiles::of(&pending),
-        pods_never_scheduled: w.cluster.pods().filter(|p| p.node_name.is_none()).count() as u64,
+        pods_never_scheduled: never.saturating_sub(waiting),
+        pods_waiting_for_node: waiting,
+        settle_cap_hit: false,
         engine_epochs: w.control.advances(),
         disruption_polls_skipped: 0,
         engine_update_micros: Percentiles::of(w.control.latency_micros()),

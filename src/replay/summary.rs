@@ -30,6 +30,40 @@ pub struct CapacityTypeUsage {
     pub instances: u32,
 }
 
+/// `total_cost_usd − lower_bound_usd`, split by where the money went (each part defined in
+/// `breakdown.rs` and the README); the parts add up to `gap_usd`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CostBreakdown {
+    pub gap_usd: f64,
+    /// Billed before the Node was Ready.
+    pub boot_usd: f64,
+    /// Ready with no pod but DaemonSet pods, until a pod came (or the replay ended).
+    pub idle_usd: f64,
+    /// Empty until removed, in a disruption command, or shutting down after the Node went.
+    pub disruption_lag_usd: f64,
+    /// The unrequested share of running nodes.
+    pub packing_waste_usd: f64,
+    /// On-demand where the NodePool allowed spot: the requested share's price above spot.
+    pub spot_premium_usd: f64,
+    /// The rest: dearer types per unit than the cheapest (pods too large for cheap types),
+    /// DaemonSet requests, billing minimums, less the bound of pods still pending.
+    pub other_usd: f64,
+}
+
+impl CostBreakdown {
+    /// The parts with their names, in the order the report shows them.
+    pub fn parts(&self) -> [(&'static str, f64); 6] {
+        [
+            ("boot", self.boot_usd),
+            ("idle", self.idle_usd),
+            ("disruption lag", self.disruption_lag_usd),
+            ("packing waste", self.packing_waste_usd),
+            ("spot premium", self.spot_premium_usd),
+            ("other", self.other_usd),
+        ]
+    }
+}
+
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct ReplaySummary {
     pub trace: String,
@@ -41,6 +75,8 @@ pub struct ReplaySummary {
     pub lower_bound_usd: f64,
     pub cost_over_lower_bound: f64,
     pub by_capacity_type: BTreeMap<String, CapacityTypeUsage>,
+    /// The gap between cost and lower bound, by where it went.
+    pub cost_breakdown: CostBreakdown,
     pub nodes_launched: u64,
     pub nodes_terminated: u64,
     pub peak_nodes: u64,
@@ -59,7 +95,14 @@ pub struct ReplaySummary {
     pub interruptions_handled: u64,
     pub pods_created: u64,
     pub pod_pending_seconds: Percentiles,
+    /// Pods pending at the end that no node, ready or on its way, was to take.
     pub pods_never_scheduled: u64,
+    /// Pods pending at the end that the engine had placed on a node still launching or
+    /// booting (only when the replay stopped at its cap).
+    pub pods_waiting_for_node: u64,
+    /// The replay stopped at its cap (`settle_cap_ms` after the last event) rather than when
+    /// the world had settled.
+    pub settle_cap_hit: bool,
     pub engine_epochs: u64,
     /// Disruption polls not run because the world was idle (see the README's "Limits and
     /// arithmetic").

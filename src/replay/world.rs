@@ -149,6 +149,56 @@ impl<C: Cloud> World<C> {
             && self.cluster.in_flight().next().is_none()
     }
 
+    /// Nothing left that the replay should wait for once the trace is over: [`Self::settled`]
+    /// (no launch unregistered, no disruption command under way), no registered node still
+    /// initialising, no consolidation command waiting for its validation and no batch window
+    /// open. Timers that might start new work (a capacity error's expiry, `consolidateAfter`)
+    /// do not hold the end by themselves.
+    pub(crate) fn finished(&self) -> bool {
+        self.settled()
+            && self.cluster.nodes().all(|n| self.cluster.is_ready(&n.name))
+            && self
+                .control
+                .actuator()
+                .next_validation_ms(self.control.last_advance_ms())
+                .is_none()
+            && self.control.next_batch_close_ms().is_none()
+    }
+
+    /// Pending pods the engine placed on a node that is not ready yet: a NodeClaim launching or
+    /// a node initialising.
+    pub(crate) fn pods_waiting_for_node(&self) -> u64 {
+        let pending: BTreeSet<String> = self
+            .cluster
+            .pods()
+            .filter(|p| p.node_name.is_none())
+            .map(|p| p.key())
+            .collect();
+        if pending.is_empty() {
+            return 0;
+        }
+        let decisions = self.control.engine().decisions();
+        let on_its_way = |target: &str| {
+            !self.cluster.is_ready(target)
+                && (self.cluster.node(target).is_some()
+                    || self.cluster.in_flight().any(|n| n.name == target)
+                    || dovetail_dataflow::backend::Cluster::nodeclaim(&self.cluster, target)
+                        .is_some())
+        };
+        let waiting: BTreeSet<&String> = decisions
+            .iter()
+            .filter_map(|d| match d {
+                Decision::Binding { pod, target }
+                    if pending.contains(pod) && on_its_way(target) =>
+                {
+                    Some(pod)
+                }
+                _ => None,
+            })
+            .collect();
+        waiting.len() as u64
+    }
+
     /// A catalogue discovered again: the region's types (what launches are built from) and each
     /// EC2NodeClass's instance-type facts follow it; types it no longer has are retracted.
     pub(crate) fn set_catalog(&mut self, catalog: Arc<RegionCatalog>) -> Result<(), ReplayError> {

@@ -1,0 +1,72 @@
+//! The replay's cost above the lower bound, split by where the money went (issue 21; the parts
+//! are defined in src/replay/breakdown.rs and the README's `dovetail replay` section).
+
+mod common;
+use common::*;
+use dovetail::replay::CostBreakdown;
+
+fn sum(b: &CostBreakdown) -> f64 {
+    b.parts().iter().map(|(_, usd)| usd).sum()
+}
+
+/// Three 1-CPU pods on one on-demand node for 10 minutes, then deleted: the node boots, runs
+/// them, and is removed empty (consolidateAfter 0s).
+#[test]
+fn boot_running_and_removal_fall_in_their_parts() {
+    let mut lines: Vec<String> = (0..3).map(|i| pod_line(0, &format!("p{i}"), "1")).collect();
+    lines.extend((0..3).map(|i| delete_line(10 * MINUTE, &format!("p{i}"))));
+    let out = run_with(&lines, &m5_pool("on-demand"), quiet(), 10 * MINUTE);
+    let s = &out.summary;
+    let b = &s.cost_breakdown;
+    assert_eq!(out.instances.len(), 1, "{:?}", out.instances);
+    let i = &out.instances[0];
+    let price = i.price.dollars();
+    // Billed from running to ready: registration and initialisation.
+    let boot_ms = quiet().running_to_registered_ms + quiet().registered_to_initialized_ms;
+    assert!(
+        (b.boot_usd - price * boot_ms as f64 / 3_600_000.0).abs() < 1e-9,
+        "{b:?}"
+    );
+    // Never empty before a pod came: the empty time ended in the removal.
+    assert_eq!(b.idle_usd, 0.0, "{s:?}");
+    assert!(b.disruption_lag_usd > 0.0, "{b:?}");
+    // The pool is on-demand only: no spot premium.
+    assert_eq!(b.spot_premium_usd, 0.0, "{b:?}");
+    // Three CPUs requested on a bigger node for the ~8.6 running minutes.
+    let running_h = (10 * MINUTE - quiet().launch_to_ready_ms()) as f64 / 3_600_000.0;
+    assert!(
+        b.packing_waste_usd > 0.0 && b.packing_waste_usd < price * running_h,
+        "{b:?}"
+    );
+    assert!((sum(b) - b.gap_usd).abs() < 1e-9, "{b:?}");
+    assert!((b.gap_usd - (s.total_cost_usd - s.lower_bound_usd)).abs() < 1e-9);
+}
+
+/// The spot offering has no capacity, so the NodePool that allows spot gets on-demand: the
+/// used share is priced against spot.
+#[test]
+fn on_demand_where_spot_was_allowed_is_a_spot_premium() {
+    let (ty, _) = cheapest_m5_for(3);
+    let mut sim = quiet();
+    sim.capacity_overrides
+        .insert(format!("{ty}/us-east-1a/spot"), 0);
+    let pool = nodepool(
+        &[
+            "{key: karpenter.sh/capacity-type, operator: In, values: [spot, on-demand]}",
+            &format!("{{key: node.kubernetes.io/instance-type, operator: In, values: [{ty}]}}"),
+        ],
+        "",
+        "",
+    );
+    let lines: Vec<String> = (0..3).map(|i| pod_line(0, &format!("p{i}"), "1")).collect();
+    let out = run_with(&lines, &pool, sim, 30 * MINUTE);
+    let on_demand: Vec<_> = out
+        .instances
+        .iter()
+        .filter(|i| i.capacity_type == "on-demand")
+        .collect();
+    assert_eq!(on_demand.len(), 1, "{:?}", out.instances);
+    let b = &out.summary.cost_breakdown;
+    assert!(b.spot_premium_usd > 0.0, "{b:?}");
+    assert!((sum(b) - b.gap_usd).abs() < 1e-9, "{b:?}");
+}
