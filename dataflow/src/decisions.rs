@@ -1,5 +1,6 @@
 //! Decisions: what the standing queries maintain. Their diffs are the actions.
 
+use crate::disruption_reasons::{Blocker, NodeVerdict};
 use crate::model::{Price, Requirements};
 use serde::{Deserialize, Serialize};
 
@@ -58,6 +59,9 @@ pub enum Decision {
         nodepool_hash: String,
         nodeclass_hash: String,
     },
+    /// What each disruption method reads of a node, for `dovetail explain node`; only the
+    /// explaining build of the queries gives these (nothing acts on them).
+    NodeVerdict(NodeVerdict),
 }
 
 /// Why a node is disrupted, in Karpenter's words.
@@ -96,5 +100,5 @@ pub struct Disruption {
     /// What the whole command saves per hour (node prices minus replacement prices).
     pub savings_per_hour: Price,
     /// Why the candidate is not disrupted now (`None`: it is).
-    pub blocked_by: Option<String>,
+    pub blocked_by: Option<Blocker>,
 }
