@@ -60,8 +60,9 @@ pub enum Decision {
         nodeclass_hash: String,
     },
     /// What each disruption method reads of a node, for `dovetail explain node`; only the
-    /// explaining build of the queries gives these (nothing acts on them).
-    NodeVerdict(NodeVerdict),
+    /// explaining build of the queries gives these (nothing acts on them). Boxed: it is the
+    /// largest record, and every decision would carry its size.
+    NodeVerdict(Box<NodeVerdict>),
 }
 
 /// Why a node is disrupted, in Karpenter's words.
@@ -99,6 +100,7 @@ pub struct Disruption {
     pub replacements: Vec<String>,
     /// What the whole command saves per hour (node prices minus replacement prices).
     pub savings_per_hour: Price,
-    /// Why the candidate is not disrupted now (`None`: it is).
-    pub blocked_by: Option<Blocker>,
+    /// Why the candidate is not disrupted now (`None`: it is). Boxed: most decisions are not
+    /// listings, and every one would carry its size.
+    pub blocked_by: Option<Box<Blocker>>,
 }

@@ -120,7 +120,7 @@ fn events_of(decision: &Decision, is_node: &impl Fn(&str) -> bool) -> Vec<Cluste
                 return Vec::new();
             };
             // The loop waiting its turn is not a reason to tell anyone.
-            if *why == Blocker::Waiting {
+            if **why == Blocker::Waiting {
                 return Vec::new();
             }
             let consolidation = matches!(
@@ -128,7 +128,7 @@ fn events_of(decision: &Decision, is_node: &impl Fn(&str) -> bool) -> Vec<Cluste
                 DisruptionReason::Empty | DisruptionReason::Underutilized
             );
             let policy = matches!(
-                why,
+                **why,
                 Blocker::ConsolidateNever { .. }
                     | Blocker::WhenEmpty { .. }
                     | Blocker::Balanced { .. }
@@ -169,7 +169,7 @@ mod tests {
             command: None,
             replacements: Vec::new(),
             savings_per_hour: Price(0),
-            blocked_by: Some(why),
+            blocked_by: Some(Box::new(why)),
         })
     }
 

@@ -58,7 +58,7 @@ mod tests {
             command: blocked.is_none().then(|| "c1".to_string()),
             replacements: Vec::new(),
             savings_per_hour: Price(0),
-            blocked_by: blocked,
+            blocked_by: blocked.map(Box::new),
         })
     }
 

@@ -186,7 +186,7 @@ fn an_empty_node_is_deleted_and_a_busy_one_is_not() {
         assert_eq!(d.reason, DisruptionReason::Underutilized);
         match &d.blocked_by {
             None => assert_eq!(d.replacements.len(), 1, "{d:#?}"),
-            Some(why) => assert!(matches!(why, Blocker::Budget { .. }), "{d:#?}"),
+            Some(why) => assert!(matches!(**why, Blocker::Budget { .. }), "{d:#?}"),
         }
     }
     assert!(commanded(&o, "busy").is_none(), "{:#?}", o.disruptions);
@@ -1873,7 +1873,7 @@ fn a_do_not_disrupt_duration_blocks_until_that_long_after_the_pod_was_created() 
         let until = Some(created as i64 + 2 * HOUR_MS as i64);
         assert!(
             o.disruptions.iter().any(|d| d.node == "lone"
-                && matches!(&d.blocked_by, Some(Blocker::PodDoNotDisrupt { until_ms, .. })
+                && matches!(d.blocked_by.as_deref(), Some(Blocker::PodDoNotDisrupt { until_ms, .. })
                     if *until_ms == until)),
             "{:#?}",
             o.disruptions

@@ -134,7 +134,7 @@ pub fn explain(node: &str, decisions: Vec<Decision>, now_ms: i64) -> Option<Node
     let mut launches = Vec::new();
     for d in decisions {
         match d {
-            Decision::NodeVerdict(v) if v.node == node => verdict = Some(v),
+            Decision::NodeVerdict(v) if v.node == node => verdict = Some(*v),
             Decision::Disruption(d) if d.node == node => disruptions.push(d),
             Decision::Launch(l) => launches.push(l),
             _ => {}
@@ -209,7 +209,7 @@ fn method(
             .find(|d| d.reason == m)
             .and_then(|d| d.blocked_by.clone())
         {
-            Some(blocker) => Verdict::Blocked { blocker },
+            Some(blocker) => Verdict::Blocked { blocker: *blocker },
             None => unlisted(m, v, command, found.is_some(), now_ms),
         },
     };

@@ -85,7 +85,7 @@ pub fn disruption(i: Inputs<'_>) -> VecCollection<'_, Epoch, Decision> {
             forced.clone(),
             deadlines,
         )
-        .map(Decision::NodeVerdict)
+        .map(|v| Decision::NodeVerdict(Box::new(v)))
     });
     let budgets = budgets::budgets(i.nodepools, i.nodes, i.clock);
     let bound_classes = movable.map(|(_, p)| (p.class, ())).distinct();

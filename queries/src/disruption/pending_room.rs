@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 enum Part {
-    State(NodeState),
+    State(Box<NodeState>),
     /// Requests of pending pods placed on the node.
     Pending(Resources),
 }
@@ -42,7 +42,7 @@ pub fn with_pending_pods<'s>(
         },
     );
     usage
-        .map(|(name, state)| (name, Part::State(state)))
+        .map(|(name, state)| (name, Part::State(Box::new(state))))
         .concat(pending)
         .reduce_named("PendingRoom", |_, parts, out| {
             let mut state = None;
@@ -56,7 +56,7 @@ pub fn with_pending_pods<'s>(
             let Some(state) = state else {
                 return;
             };
-            let mut state = (*state).clone();
+            let mut state = (**state).clone();
             state.used.add_assign(&pending);
             out.push((state, 1));
         })

@@ -747,14 +747,14 @@ fn listing(c: &Candidate, reason: DisruptionReason, why: Blocker) -> Decision {
         command: None,
         replacements: Vec::new(),
         savings_per_hour: Price(0),
-        blocked_by: Some(why),
+        blocked_by: Some(Box::new(why)),
     })
 }
 
 /// Whether a listing says what `listing(c, _, why)` would, without building that.
 fn listing_is(d: &Decision, c: &Candidate, why: &Blocker) -> bool {
     matches!(d, Decision::Disruption(d)
-        if d.blocked_by.as_ref() == Some(why)
+        if d.blocked_by.as_deref() == Some(why)
             && d.nodeclaim == c.nodeclaim
             && d.nodepool == c.nodepool)
 }
