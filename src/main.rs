@@ -2,6 +2,7 @@
 //! standing queries kept up to date by differential dataflow.
 
 mod cli_ranges;
+mod explain;
 mod feature_gates;
 mod output;
 mod plan;
@@ -62,6 +63,12 @@ enum Command {
         #[arg(long, value_name = "PATH", num_args = 1..)]
         interruptions: Vec<PathBuf>,
     },
+    /// Why the engine decides what it does about an object, from the manifests as `plan` reads
+    /// them.
+    Explain {
+        #[command(subcommand)]
+        what: explain::Explain,
+    },
     /// The embedded default: replay a workload trace against a simulated cluster and EC2, with
     /// the real engine making every decision; print a summary and optionally write a report.
     Replay(replay_cmd::ReplayArgs),
@@ -121,6 +128,7 @@ fn main() -> Result<()> {
                 Format::Table => output::emit("plan", &report::table(&result))?,
             }
         }
+        Command::Explain { what } => explain::run(what, wall_clock_ms()?)?,
         Command::Replay(args) => replay_cmd::run(args)?,
         Command::Run(args) => {
             let to_file = args.summary.is_some();

@@ -4,7 +4,7 @@
 use crate::feature_gates::FeatureGate;
 use anyhow::{Context, Result};
 use dovetail_dataflow::decisions::{Decision, Disruption};
-use dovetail_dataflow::engine::{Engine, Epoch};
+use dovetail_dataflow::engine::{Engine, Epoch, QueryBuilder};
 use dovetail_dataflow::facts::Fact;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -118,14 +118,25 @@ pub struct PlanOptions<'a> {
 }
 
 pub fn plan(paths: &[PathBuf], o: &PlanOptions) -> Result<PlanOutput> {
+    let (decisions, notes) = decide(paths, o, dovetail_queries::standing_queries)?;
+    Ok(assemble(decisions, notes))
+}
+
+/// Reads the manifests (and interruption messages), runs `queries` on them at `o.now_ms` to a
+/// fixed point, and returns the decisions and what the loader noted. `plan` and `explain`
+/// share it.
+pub fn decide(
+    paths: &[PathBuf],
+    o: &PlanOptions,
+    queries: impl QueryBuilder,
+) -> Result<(Vec<Decision>, Vec<String>)> {
     let manifests = dovetail_ingest::load_paths(paths)?;
     let catalog = dovetail_dataflow::catalog::embedded(o.region)?;
     let mut facts = dovetail_ingest::facts::manifest_facts(&manifests, catalog);
     facts.extend(o.gates.iter().map(FeatureGate::fact));
     let messages = dovetail_ingest::load_messages(o.interruptions)?;
     facts.extend(messages.interruptions.into_iter().map(Fact::Interruption));
-    let mut engine = Engine::start(o.workers, dovetail_queries::standing_queries)
-        .context("starting the engine")?;
+    let mut engine = Engine::start(o.workers, queries).context("starting the engine")?;
     // The clock reaches `now` first, so the facts arrive at that epoch and every timer due by
     // then (expireAfter, consolidateAfter, do-not-disrupt windows, budget schedules) has fired
     // once the epoch closes.
@@ -133,7 +144,7 @@ pub fn plan(paths: &[PathBuf], o: &PlanOptions) -> Result<PlanOutput> {
     engine.advance(o.now_ms + 1, facts.into_iter().map(|f| (f, 1)).collect())?;
     let mut notes = manifests.notes;
     notes.extend(messages.notes);
-    Ok(assemble(engine.decisions(), notes))
+    Ok((engine.decisions(), notes))
 }
 
 /// Shapes the engine's decisions into the plan output.
@@ -169,7 +180,7 @@ pub fn assemble(decisions: Vec<Decision>, notes: Vec<String>) -> PlanOutput {
                 nodepool_hash,
                 nodeclass_hash,
             }),
-            Decision::ClusterLowerBound(_) => {}
+            Decision::ClusterLowerBound(_) | Decision::NodeVerdict(_) => {}
         }
     }
     disruptions.sort_by(|a, b| (&a.node, a.reason).cmp(&(&b.node, b.reason)));
@@ -239,6 +250,6 @@ fn disruption_out(d: Disruption) -> DisruptionOut {
         command: d.command,
         replacements: d.replacements,
         savings_per_hour: dollars(d.savings_per_hour.0),
-        blocked_by: d.blocked_by,
+        blocked_by: d.blocked_by.map(|b| b.to_string()),
     }
 }

@@ -93,7 +93,7 @@ impl Tally {
                 }
                 Decision::LowerBound(p) => tally.lower_bound_per_hour += p.dollars(),
                 Decision::ClusterLowerBound(p) => tally.cluster_lower_bound_per_hour += p.dollars(),
-                Decision::Disruption(_) | Decision::Adopt { .. } => {}
+                Decision::Disruption(_) | Decision::Adopt { .. } | Decision::NodeVerdict(_) => {}
             }
         }
         for p in pods {

@@ -1,5 +1,6 @@
 //! Decisions: what the standing queries maintain. Their diffs are the actions.
 
+use crate::disruption_reasons::{Blocker, NodeVerdict};
 use crate::model::{Price, Requirements};
 use serde::{Deserialize, Serialize};
 
@@ -58,6 +59,10 @@ pub enum Decision {
         nodepool_hash: String,
         nodeclass_hash: String,
     },
+    /// What each disruption method reads of a node, for `dovetail explain node`; only the
+    /// explaining build of the queries gives these (nothing acts on them). Boxed: it is the
+    /// largest record, and every decision would carry its size.
+    NodeVerdict(Box<NodeVerdict>),
 }
 
 /// Why a node is disrupted, in Karpenter's words.
@@ -95,6 +100,7 @@ pub struct Disruption {
     pub replacements: Vec<String>,
     /// What the whole command saves per hour (node prices minus replacement prices).
     pub savings_per_hour: Price,
-    /// Why the candidate is not disrupted now (`None`: it is).
-    pub blocked_by: Option<String>,
+    /// Why the candidate is not disrupted now (`None`: it is). Boxed: most decisions are not
+    /// listings, and every one would carry its size.
+    pub blocked_by: Option<Box<Blocker>>,
 }

@@ -4,6 +4,7 @@ pub mod backend;
 pub mod catalog;
 pub mod cluster;
 pub mod decisions;
+pub mod disruption_reasons;
 pub mod engine;
 pub mod fact_set;
 pub mod facts;

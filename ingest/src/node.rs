@@ -155,6 +155,8 @@ pub(crate) struct Claim {
     pub last_pod_event_ms: Option<i64>,
     /// `spec.expireAfter`, checked to be a duration or `Never`.
     pub expire_after: Option<String>,
+    /// `metadata.creationTimestamp` in ms: expiry counts from it.
+    pub created_ms: Option<i64>,
     /// The claim as an in-flight node; `None` when it reports no capacity yet (not launched).
     pub node: Option<Node>,
 }
@@ -215,6 +217,7 @@ pub(crate) fn nodeclaim(root: &At) -> FieldResult<Claim> {
         unschedulable: m.deleting,
         provider_id: provider_id.clone(),
         created_ms: m.created_ms,
+        nodeclaim_created_ms: m.created_ms,
         deleting: m.deleting,
         launched: launched.clone(),
         last_pod_event_ms,
@@ -237,13 +240,14 @@ pub(crate) fn nodeclaim(root: &At) -> FieldResult<Claim> {
         launched,
         last_pod_event_ms,
         expire_after,
+        created_ms: m.created_ms,
         node,
     })
 }
 
 /// Matches claims to nodes. A claim whose node is in the input names itself on that node and
 /// adds what only the claim knows: its annotations (the node's own winning), what it was
-/// launched with, its last pod event, and its deletion (deleting the claim deletes the node).
+/// launched with, its last pod event, its creation (expiry counts from it), and its deletion (deleting the claim deletes the node).
 /// The others become in-flight nodes, appended after the real ones. Returns notes about claims
 /// that could not be used.
 pub(crate) fn attach_claims(nodes: &mut Vec<Node>, claims: Vec<Claim>) -> Vec<String> {
@@ -273,6 +277,7 @@ pub(crate) fn attach_claims(nodes: &mut Vec<Node>, claims: Vec<Claim>) -> Vec<St
                 node.launched = claim.launched;
                 node.last_pod_event_ms = claim.last_pod_event_ms;
                 node.expire_after = claim.expire_after;
+                node.nodeclaim_created_ms = claim.created_ms;
                 if claim.deleting {
                     node.deleting = true;
                     node.unschedulable = true;

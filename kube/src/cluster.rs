@@ -306,6 +306,7 @@ impl KubeCluster {
         n.taints.retain(|t| !startup.contains(t));
         if let Some(c) = claim {
             n.nodeclaim = Some(c.name.clone());
+            n.nodeclaim_created_ms = Some(c.created_ms);
             if let Some(launched) = &c.status {
                 for (k, v) in &launched.annotations {
                     n.annotations.entry(k.clone()).or_insert_with(|| v.clone());

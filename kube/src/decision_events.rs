@@ -16,6 +16,7 @@
 
 use dovetail_dataflow::backend::ClusterEvent;
 use dovetail_dataflow::decisions::{Decision, DisruptionReason};
+use dovetail_dataflow::disruption_reasons::Blocker;
 use std::collections::HashMap;
 
 /// How long an event is not repeated.
@@ -23,9 +24,6 @@ pub const DEDUPE_MS: i64 = 120_000;
 
 /// The most events written per loop turn.
 pub const MAX_PER_TURN: usize = 100;
-
-/// A blocker that is the loop waiting its turn, not a reason to tell anyone.
-const WAITING: &str = "waiting:";
 
 /// See the module documentation.
 #[derive(Debug, Default)]
@@ -118,17 +116,24 @@ fn events_of(decision: &Decision, is_node: &impl Fn(&str) -> bool) -> Vec<Cluste
             format!("Failed to schedule pod, {reason}"),
         )],
         Decision::Disruption(d) => {
-            let Some(why) = d.blocked_by.as_deref() else {
+            let Some(why) = &d.blocked_by else {
                 return Vec::new();
             };
-            if why.starts_with(WAITING) {
+            // The loop waiting its turn is not a reason to tell anyone.
+            if **why == Blocker::Waiting {
                 return Vec::new();
             }
             let consolidation = matches!(
                 d.reason,
                 DisruptionReason::Empty | DisruptionReason::Underutilized
             );
-            let (reason, message) = if consolidation && why.starts_with("consolidat") {
+            let policy = matches!(
+                **why,
+                Blocker::ConsolidateNever { .. }
+                    | Blocker::WhenEmpty { .. }
+                    | Blocker::Balanced { .. }
+            );
+            let (reason, message) = if consolidation && policy {
                 (
                     "Unconsolidatable",
                     format!("NodePool {} rules it out: {why}", d.nodepool),
@@ -155,7 +160,7 @@ mod tests {
     use dovetail_dataflow::decisions::Disruption;
     use dovetail_dataflow::model::Price;
 
-    fn blocked(node: &str, reason: DisruptionReason, why: &str) -> Decision {
+    fn blocked(node: &str, reason: DisruptionReason, why: Blocker) -> Decision {
         Decision::Disruption(Disruption {
             node: node.into(),
             nodeclaim: Some(format!("{node}-claim")),
@@ -164,7 +169,7 @@ mod tests {
             command: None,
             replacements: Vec::new(),
             savings_per_hour: Price(0),
-            blocked_by: Some(why.into()),
+            blocked_by: Some(Box::new(why)),
         })
     }
 
@@ -193,7 +198,10 @@ mod tests {
                 blocked(
                     "ip-10-0-0-1",
                     DisruptionReason::Drifted,
-                    "PodDisruptionBudget team/db allows no disruption of pod team/db",
+                    Blocker::Pdb {
+                        pdb: "team/db".into(),
+                        pod: "team/db".into(),
+                    },
                 ),
                 1,
             ),
@@ -201,7 +209,9 @@ mod tests {
                 blocked(
                     "ip-10-0-0-2",
                     DisruptionReason::Underutilized,
-                    "consolidateAfter: Never",
+                    Blocker::ConsolidateNever {
+                        nodepool: "general".into(),
+                    },
                 ),
                 1,
             ),
@@ -209,7 +219,7 @@ mod tests {
                 blocked(
                     "ip-10-0-0-3",
                     DisruptionReason::Underutilized,
-                    "waiting: one consolidation command at a time, as Karpenter",
+                    Blocker::Waiting,
                 ),
                 1,
             ),

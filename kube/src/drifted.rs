@@ -46,9 +46,10 @@ impl DriftedClaims {
 mod tests {
     use super::*;
     use dovetail_dataflow::decisions::Disruption;
+    use dovetail_dataflow::disruption_reasons::Blocker;
     use dovetail_dataflow::model::Price;
 
-    fn drifted(claim: &str, blocked: Option<&str>) -> Decision {
+    fn drifted(claim: &str, blocked: Option<Blocker>) -> Decision {
         Decision::Disruption(Disruption {
             node: format!("{claim}-node"),
             nodeclaim: Some(claim.into()),
@@ -57,7 +58,7 @@ mod tests {
             command: blocked.is_none().then(|| "c1".to_string()),
             replacements: Vec::new(),
             savings_per_hour: Price(0),
-            blocked_by: blocked.map(str::to_string),
+            blocked_by: blocked.map(Box::new),
         })
     }
 
@@ -66,7 +67,11 @@ mod tests {
         let mut d = DriftedClaims::default();
         let held = drifted(
             "a",
-            Some("budget: NodePool general allows no more Drifted disruptions now"),
+            Some(Blocker::Budget {
+                nodepool: "general".into(),
+                reason: DisruptionReason::Drifted,
+                budget: None,
+            }),
         );
         assert_eq!(d.changes(&[(held.clone(), 1)]), [("a".to_string(), true)]);
         // Its blocker goes and a command takes it: still drifted, nothing changes.

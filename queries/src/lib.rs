@@ -27,7 +27,27 @@ use timely::dataflow::operators::vec::Partition;
 pub fn standing_queries<'s>(
     facts: VecCollection<'s, Epoch, Fact>,
 ) -> VecCollection<'s, Epoch, Decision> {
-    build(facts, Halves::Both { poll_ms: None })
+    build(
+        facts,
+        Halves::Both {
+            poll_ms: None,
+            explain: false,
+        },
+    )
+}
+
+/// Every standing query, plus each disruption candidate's verdict (`Decision::NodeVerdict`),
+/// for `dovetail explain`: what the decisions read, kept as they are.
+pub fn standing_queries_explained<'s>(
+    facts: VecCollection<'s, Epoch, Fact>,
+) -> VecCollection<'s, Epoch, Decision> {
+    build(
+        facts,
+        Halves::Both {
+            poll_ms: None,
+            explain: true,
+        },
+    )
 }
 
 /// Every standing query, with disruption commands decided at most once per `poll_ms` of logical
@@ -40,6 +60,7 @@ pub fn standing_queries_polled(poll_ms: u64) -> impl QueryBuilder {
             facts,
             Halves::Both {
                 poll_ms: Some(poll_ms),
+                explain: false,
             },
         )
     })
@@ -102,6 +123,8 @@ enum Halves {
     /// `poll_ms` (None: at every change).
     Both {
         poll_ms: Option<u64>,
+        /// Also give the node verdicts.
+        explain: bool,
     },
 }
 
@@ -183,6 +206,10 @@ fn build<'s>(
         groups,
     );
 
+    let placements = packed.clone().flat_map(|p| match p {
+        Packed::Placement(pl) => Some(pl),
+        _ => None,
+    });
     let outcomes = packed.clone().flat_map(|p| match p {
         Packed::Placement(pl) => Some((pl.class, ClassOutcome::Placed(pl))),
         Packed::Failure {
@@ -200,7 +227,7 @@ fn build<'s>(
     let provisioning = decided
         .concat(cluster_bound.map(Decision::ClusterLowerBound))
         .concat(bindings::bindings(classes, outcomes));
-    let Halves::Both { poll_ms } = halves else {
+    let Halves::Both { poll_ms, explain } = halves else {
         return provisioning;
     };
     let pdbs = split(7).flat_map(|f| match f {
@@ -226,6 +253,7 @@ fn build<'s>(
         nodeclasses,
         pools,
         usage,
+        placements,
         specs,
         compat,
         pdbs,
@@ -233,5 +261,6 @@ fn build<'s>(
         clock,
         gates,
         poll_ms,
+        explain,
     }))
 }

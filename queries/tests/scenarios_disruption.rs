@@ -6,6 +6,7 @@
 mod common;
 use common::*;
 use dovetail_dataflow::decisions::{Decision, Disruption, DisruptionReason, Launch};
+use dovetail_dataflow::disruption_reasons::Blocker;
 use dovetail_dataflow::engine::Engine;
 use dovetail_dataflow::facts::{Fact, Interruption, InterruptionKind};
 use dovetail_dataflow::model::InstanceType;
@@ -39,12 +40,12 @@ fn commanded<'a>(o: &'a Outcome, node: &str) -> Option<&'a Disruption> {
     first
 }
 
-/// Why the node is blocked, for each listing (empty: not listed as blocked).
-fn blocked<'a>(o: &'a Outcome, node: &str) -> Vec<&'a str> {
+/// Why the node is blocked, in words, for each listing (empty: not listed as blocked).
+fn blocked(o: &Outcome, node: &str) -> Vec<String> {
     o.disruptions
         .iter()
         .filter(|d| d.node == node)
-        .filter_map(|d| d.blocked_by.as_deref())
+        .filter_map(|d| d.blocked_by.as_ref().map(|b| b.to_string()))
         .collect()
 }
 
@@ -185,7 +186,7 @@ fn an_empty_node_is_deleted_and_a_busy_one_is_not() {
         assert_eq!(d.reason, DisruptionReason::Underutilized);
         match &d.blocked_by {
             None => assert_eq!(d.replacements.len(), 1, "{d:#?}"),
-            Some(why) => assert!(why.contains("budget"), "{d:#?}"),
+            Some(why) => assert!(matches!(**why, Blocker::Budget { .. }), "{d:#?}"),
         }
     }
     assert!(commanded(&o, "busy").is_none(), "{:#?}", o.disruptions);
@@ -408,6 +409,53 @@ fn a_node_whose_pods_fit_elsewhere_is_deleted_without_replacement() {
             .iter()
             .all(|b| b.contains(DO_NOT_DISRUPT) && b.contains("keeper")),
         "{:#?}",
+        o.disruptions
+    );
+}
+
+/// Karpenter's `SimulateScheduling` (pkg/controllers/disruption/helpers.go) schedules the
+/// pending pods together with the candidates' pods: a node is not consolidated into room that
+/// pending pods need. `spare`'s pod fits on `keeper` only while no pending pod is planned there.
+#[test]
+fn consolidation_leaves_the_room_pending_pods_need() {
+    let yaml = default_pool()
+        + &node(
+            "keeper",
+            "default",
+            "m5.2xlarge",
+            "us-east-1a",
+            "on-demand",
+            CREATED,
+            &annotate(DO_NOT_DISRUPT, "true"),
+        )
+        + &bound_pod("keeper-app", "keeper", "1", "1Gi", "")
+        + &node(
+            "spare",
+            "default",
+            "m5.large",
+            "us-east-1a",
+            "on-demand",
+            CREATED,
+            "",
+        )
+        + &bound_pod("spare-app", "spare", "500m", "512Mi", "");
+    let o = plan_at(&yaml, MONDAY_MS);
+    let d = commanded(&o, "spare").unwrap_or_else(|| panic!("{:#?}", o.disruptions));
+    assert!(d.replacements.is_empty(), "deleted onto keeper: {d:#?}");
+
+    // A pending pod that only `keeper` can hold leaves it less than spare-app's 500m.
+    let keeper_cpu = it("m5.2xlarge").allocatable().cpu;
+    let pending_cpu = keeper_cpu - 1000 - 400;
+    let yaml = yaml + &pod("big", &format!("{pending_cpu}m"), "1Gi", "app: big", "");
+    let o = plan_at(&yaml, MONDAY_MS);
+    assert_eq!(
+        o.bindings.get("default/big").map(String::as_str),
+        Some("keeper"),
+        "provisioning places the pending pod on keeper"
+    );
+    assert!(
+        commanded(&o, "spare").is_none_or(|d| !d.replacements.is_empty()),
+        "spare-app no longer fits on keeper: {:#?}",
         o.disruptions
     );
 }
@@ -1415,6 +1463,34 @@ fn a_node_expires_by_its_nodeclaims_expire_after_not_the_nodepools_current_one()
     assert_eq!(d.reason, DisruptionReason::Expired);
 }
 
+/// Karpenter's expiration controller (pkg/controllers/nodeclaim/expiration/controller.go)
+/// expires a NodeClaim at its own `creationTimestamp` + `expireAfter`, however late its Node
+/// registered; a Node without a NodeClaim counts from its own creation.
+#[test]
+fn expiry_counts_from_the_nodeclaims_creation_not_the_nodes() {
+    let claimed_ms = MONDAY_MS - 30 * HOUR_MS;
+    // Both nodes registered 2 h ago; only `late`'s NodeClaim was created 30 h ago.
+    let registered_ms = MONDAY_MS - 2 * HOUR_MS;
+    let yaml = expiring_yaml("24h", &[("late", registered_ms), ("bare", registered_ms)])
+        + &nodeclaim(
+            "late-claim",
+            "late",
+            &format!("  creationTimestamp: \"{}\"", rfc3339(claimed_ms)),
+            "",
+        );
+    // One millisecond before the claim's 24 h: nothing yet.
+    let o = plan_at(&yaml, claimed_ms + 24 * HOUR_MS - 1);
+    assert!(commanded(&o, "late").is_none(), "{:#?}", o.disruptions);
+    let o = plan_at(&yaml, claimed_ms + 24 * HOUR_MS);
+    let d = commanded(&o, "late").unwrap_or_else(|| panic!("{:#?}", o.disruptions));
+    assert_eq!(d.reason, DisruptionReason::Expired);
+    assert!(commanded(&o, "bare").is_none(), "{:#?}", o.disruptions);
+    // The claimless node expires by its own creation.
+    let o = plan_at(&yaml, registered_ms + 24 * HOUR_MS);
+    let d = commanded(&o, "bare").unwrap_or_else(|| panic!("{:#?}", o.disruptions));
+    assert_eq!(d.reason, DisruptionReason::Expired);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Interruption
 
@@ -1793,8 +1869,12 @@ fn a_do_not_disrupt_duration_blocks_until_that_long_after_the_pod_was_created() 
             "at {now}: {:#?}",
             o.disruptions
         );
+        // The blocker carries the end of its window: the pod's creation plus 2h.
+        let until = Some(created as i64 + 2 * HOUR_MS as i64);
         assert!(
-            blocked(&o, "lone").iter().any(|b| b.contains("2h")),
+            o.disruptions.iter().any(|d| d.node == "lone"
+                && matches!(d.blocked_by.as_deref(), Some(Blocker::PodDoNotDisrupt { until_ms, .. })
+                    if *until_ms == until)),
             "{:#?}",
             o.disruptions
         );

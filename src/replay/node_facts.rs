@@ -43,6 +43,8 @@ impl<C: Cloud> World<C> {
             n.taints.retain(|t| !pool.startup_taints.contains(t));
         }
         n.not_ready = !self.cluster.is_ready(name);
+        // Expiry counts from the NodeClaim's creation, not the Node's registration.
+        n.nodeclaim_created_ms = self.cluster.nodeclaim_of_node(name).map(|c| c.created_ms);
         n.last_pod_event_ms = self.pod_events.get(name).copied();
         Some(n)
     }

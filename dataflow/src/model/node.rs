@@ -27,6 +27,9 @@ pub struct Node {
     pub provider_id: Option<String>,
     /// `metadata.creationTimestamp` in milliseconds since the epoch, when known.
     pub created_ms: Option<i64>,
+    /// The NodeClaim's `metadata.creationTimestamp` (ms), when its NodeClaim was read: a node
+    /// expires `expireAfter` after its NodeClaim was created, not after it registered.
+    pub nodeclaim_created_ms: Option<i64>,
     /// Marked for deletion (`metadata.deletionTimestamp`): already being disrupted.
     pub deleting: bool,
     /// The `Ready` condition is not `True` (counts against disruption budgets).

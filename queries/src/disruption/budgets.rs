@@ -10,6 +10,7 @@
 
 use super::types::Allowance;
 use differential_dataflow::VecCollection;
+use dovetail_dataflow::disruption_reasons::ActiveBudget;
 use dovetail_dataflow::engine::Epoch;
 use dovetail_dataflow::facts::Minute;
 use dovetail_dataflow::model::cron::Schedule;
@@ -48,20 +49,34 @@ pub fn budget_nodes(b: &Budget, total: i64, now: Minute) -> Option<i64> {
 
 /// How many more disruptions each reason may start, given the pool's node counts.
 pub fn allowance(pool: &NodePool, total: i64, disrupting: i64, now: Minute) -> Allowance {
-    let limit = |reason: &str| -> i64 {
+    // The most restrictive active budget and what it leaves, per reason.
+    let limit = |reason: &str| -> (i64, Option<ActiveBudget>) {
         pool.disruption
             .budgets
             .iter()
             .filter(|b| b.reasons.is_empty() || b.reasons.iter().any(|r| r == reason))
-            .filter_map(|b| budget_nodes(b, total, now))
-            .min()
-            .map(|n| (n - disrupting).max(0))
-            .unwrap_or(i64::MAX)
+            .filter_map(|b| Some((budget_nodes(b, total, now)?, b)))
+            .min_by_key(|(n, _)| *n)
+            .map(|(n, b)| {
+                let active = ActiveBudget {
+                    nodes: b.nodes.clone(),
+                    schedule: b.schedule.clone(),
+                    duration: b.duration.clone(),
+                };
+                ((n - disrupting).max(0), Some(active))
+            })
+            .unwrap_or((i64::MAX, None))
     };
+    let (empty, empty_budget) = limit("Empty");
+    let (drifted, drifted_budget) = limit("Drifted");
+    let (underutilized, underutilized_budget) = limit("Underutilized");
     Allowance {
-        empty: limit("Empty"),
-        drifted: limit("Drifted"),
-        underutilized: limit("Underutilized"),
+        empty,
+        drifted,
+        underutilized,
+        empty_budget,
+        drifted_budget,
+        underutilized_budget,
     }
 }
 
@@ -149,8 +164,17 @@ mod tests {
             (at_noon.empty, at_noon.drifted, at_noon.underutilized),
             (2, 0, 2)
         );
+        assert_eq!(
+            at_noon.drifted_budget.and_then(|b| b.schedule).as_deref(),
+            Some("0 9 * * mon-fri"),
+            "the budget that limits it is named"
+        );
         let at_night = allowance(&pool, 25, 1, MONDAY + 20 * HOUR);
         assert_eq!(at_night.drifted, 2);
+        assert_eq!(
+            at_night.drifted_budget.map(|b| b.nodes).as_deref(),
+            Some("10%")
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@
 use super::types::{Candidate, MovablePod, OfferKey};
 use crate::types::{PoolTypes, SharedType};
 use differential_dataflow::VecCollection;
+use dovetail_dataflow::disruption_reasons::Blocker;
 use dovetail_dataflow::engine::Epoch;
 use dovetail_dataflow::model::duration::parse_duration;
 use dovetail_dataflow::model::labels::{
@@ -39,9 +40,10 @@ struct PoolView {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 enum Part {
     Node(Box<Node>),
-    Pool(PoolView),
+    /// The NodePool's view, and when the node's `consolidateAfter` starts counting.
+    Pool(PoolView, i64),
     Pod(MovablePod),
-    Blocker(String),
+    Blocker(Blocker),
     Consolidatable,
 }
 
@@ -132,7 +134,7 @@ pub fn candidates<'s>(
     nodes: VecCollection<'s, Epoch, Node>,
     pools: VecCollection<'s, Epoch, (String, PoolTypes)>,
     pods: VecCollection<'s, Epoch, (String, MovablePod)>,
-    blockers: VecCollection<'s, Epoch, (String, String)>,
+    blockers: VecCollection<'s, Epoch, (String, Blocker)>,
 ) -> VecCollection<'s, Epoch, (String, Candidate)> {
     let managed = nodes.filter(|n| !n.in_flight && n.labels.contains_key(NODEPOOL));
     let by_pool = managed.clone().map(|n| {
@@ -160,7 +162,7 @@ pub fn candidates<'s>(
     .map(|(node, _)| (node, Part::Consolidatable));
     managed
         .map(|n| (n.name.clone(), Part::Node(Box::new(n))))
-        .concat(views.map(|(node, v, _)| (node, Part::Pool(v))))
+        .concat(views.map(|(node, v, since)| (node, Part::Pool(v, since))))
         .concat(pods.map(|(node, p)| (node, Part::Pod(p))))
         .concat(blockers.map(|(node, b)| (node, Part::Blocker(b))))
         .concat(consolidatable)
@@ -175,7 +177,7 @@ pub fn candidates<'s>(
                 let r = *r as i64;
                 match part {
                     Part::Node(n) => node = Some(n),
-                    Part::Pool(v) => view = Some(v),
+                    Part::Pool(v, since) => view = Some((v, *since)),
                     Part::Pod(p) => {
                         *pods.entry(p.class).or_insert(0) += r;
                         // A pod with a negative eviction cost must not make its node look
@@ -190,14 +192,14 @@ pub fn candidates<'s>(
                     Part::Consolidatable => consolidatable = true,
                 }
             }
-            let (Some(node), Some(view)) = (node, view) else {
+            let (Some(node), Some((view, since))) = (node, view) else {
                 return;
             };
             let node_blocker = node
                 .annotations
                 .get(DO_NOT_DISRUPT)
                 .is_some_and(|v| v.trim() == "true")
-                .then(|| format!("node {name} has {DO_NOT_DISRUPT}"));
+                .then(|| Blocker::NodeDoNotDisrupt { node: name.clone() });
             out.push((
                 Candidate {
                     node: name.clone(),
@@ -206,6 +208,9 @@ pub fn candidates<'s>(
                     policy: view.policy,
                     consolidate_never: view.consolidate_after_ms.is_none(),
                     consolidatable,
+                    consolidatable_at_ms: view
+                        .consolidate_after_ms
+                        .map(|a| since.saturating_add(a)),
                     capacity_type: node.labels.get(CAPACITY_TYPE).cloned().unwrap_or_default(),
                     instance_type: node.labels.get(INSTANCE_TYPE).cloned().unwrap_or_default(),
                     offer: offer_key(node),

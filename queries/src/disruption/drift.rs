@@ -19,6 +19,7 @@ use super::types::Forced;
 use crate::types::PoolTypes;
 use differential_dataflow::VecCollection;
 use dovetail_dataflow::decisions::Decision;
+use dovetail_dataflow::disruption_reasons::DriftReason;
 use dovetail_dataflow::engine::Epoch;
 use dovetail_dataflow::model::labels::{INSTANCE_TYPE, NODECLASS_HASH, NODEPOOL, NODEPOOL_HASH};
 use dovetail_dataflow::model::{EC2NodeClass, Node, Requirements};
@@ -31,9 +32,9 @@ use std::collections::BTreeSet;
 )]
 pub struct PoolDrift {
     pub nodepool_hash: String,
-    pub template: Option<String>,
-    pub requirements: Option<String>,
-    pub instance_type: Option<String>,
+    pub template: Option<DriftReason>,
+    pub requirements: Option<DriftReason>,
+    pub instance_type: Option<DriftReason>,
 }
 
 /// What drift reads of a NodePool and its offer. Prices and offerings are left out: a price
@@ -77,23 +78,24 @@ pub fn pool_drift(node: &Node, pool: &PoolView) -> PoolDrift {
         .annotations
         .get(NODEPOOL_HASH)
         .filter(|h| **h != now)
-        .map(|h| format!("NodePool {} template changed (hash {h} → {now})", pool.name));
+        .map(|h| DriftReason::NodePoolHash {
+            nodepool: pool.name.clone(),
+            was: h.clone(),
+            now: now.clone(),
+        });
     let requirements = Requirements::from_labels(&node.labels)
         .compatible(&pool.requirements, |_| false)
         .err()
-        .map(|e| {
-            format!(
-                "labels no longer satisfy NodePool {} requirements ({}: {})",
-                pool.name, e.key, e.detail
-            )
+        .map(|e| DriftReason::Requirements {
+            nodepool: pool.name.clone(),
+            key: e.key.to_string(),
+            detail: e.detail.to_string(),
         });
     let instance_type = node.labels.get(INSTANCE_TYPE).and_then(|t| {
         let offered = pool.types.as_ref().is_none_or(|types| types.contains(t));
-        (!offered).then(|| {
-            format!(
-                "instance type {t} is no longer offered by NodePool {}",
-                pool.name
-            )
+        (!offered).then(|| DriftReason::InstanceType {
+            instance_type: t.clone(),
+            nodepool: pool.name.clone(),
         })
     });
     PoolDrift {
@@ -105,17 +107,18 @@ pub fn pool_drift(node: &Node, pool: &PoolView) -> PoolDrift {
 }
 
 /// The first drift reason of a node, in the rule's order.
-pub fn drift_reason(node: &Node, pool: &PoolDrift, class: &EC2NodeClass) -> Option<String> {
+pub fn drift_reason(node: &Node, pool: &PoolDrift, class: &EC2NodeClass) -> Option<DriftReason> {
     if pool.template.is_some() {
         return pool.template.clone();
     }
     if let Some(h) = node.annotations.get(NODECLASS_HASH) {
         let now = class.drift_hash();
         if *h != now {
-            return Some(format!(
-                "EC2NodeClass {} spec changed (hash {h} → {now})",
-                class.name
-            ));
+            return Some(DriftReason::NodeClassHash {
+                nodeclass: class.name.clone(),
+                was: h.clone(),
+                now,
+            });
         }
     }
     if pool.requirements.is_some() {
@@ -125,36 +128,34 @@ pub fn drift_reason(node: &Node, pool: &PoolDrift, class: &EC2NodeClass) -> Opti
     let l = &node.launched;
     if let Some(ami) = &l.image_id {
         if !status.ami_ids.is_empty() && !status.ami_ids.contains(ami) {
-            return Some(format!(
-                "AMI {ami} is no longer selected by EC2NodeClass {}",
-                class.name
-            ));
+            return Some(DriftReason::Ami {
+                ami: ami.clone(),
+                nodeclass: class.name.clone(),
+            });
         }
     }
     if let Some(subnet) = &l.subnet_id {
         if !status.subnet_ids.is_empty() && !status.subnet_ids.contains(subnet) {
-            return Some(format!(
-                "subnet {subnet} is no longer selected by EC2NodeClass {}",
-                class.name
-            ));
+            return Some(DriftReason::Subnet {
+                subnet: subnet.clone(),
+                nodeclass: class.name.clone(),
+            });
         }
     }
     if !l.security_group_ids.is_empty() && !status.security_group_ids.is_empty() {
         let launched: BTreeSet<&String> = l.security_group_ids.iter().collect();
         let selected: BTreeSet<&String> = status.security_group_ids.iter().collect();
         if launched != selected {
-            return Some(format!(
-                "security groups differ from those EC2NodeClass {} selects",
-                class.name
-            ));
+            return Some(DriftReason::SecurityGroups {
+                nodeclass: class.name.clone(),
+            });
         }
     }
     if let Some(e) = l.enclaves {
         if e != class.enclaves_enabled {
-            return Some(format!(
-                "Nitro Enclaves setting changed in EC2NodeClass {}",
-                class.name
-            ));
+            return Some(DriftReason::Enclaves {
+                nodeclass: class.name.clone(),
+            });
         }
     }
     pool.instance_type.clone()

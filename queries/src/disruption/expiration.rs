@@ -1,6 +1,9 @@
 //! Query — expiration: nodes older than their NodeClaim's `expireAfter`.
 //!
-//! Rule: a node expires `expireAfter` (default 720h; `Never` disables it) after it was created;
+//! Rule: a node expires `expireAfter` (default 720h; `Never` disables it) after its NodeClaim
+//! was created (Karpenter's expiration controller reads the NodeClaim's `creationTimestamp`; a
+//! NodeClaim created long before its Node registered expires that much earlier); a node
+//! without a NodeClaim counts from its own creation;
 //! from then on it is disrupted forcefully, outside budgets, as Karpenter does. The value is the
 //! NodeClaim's own `spec.expireAfter` (Karpenter copies it from the NodePool when it creates the
 //! claim, so changing the NodePool's later does not move existing nodes' expiry); the NodePool's
@@ -31,14 +34,16 @@ fn duration_or_default(value: Option<&str>) -> Option<i64> {
     }
 }
 
-pub fn expiration<'s>(
+/// When each NodePool-managed node expires: (node, ms); none with `expireAfter: Never`.
+pub fn expiry_deadlines<'s>(
     nodes: VecCollection<'s, Epoch, Node>,
     nodepools: VecCollection<'s, Epoch, NodePool>,
-) -> VecCollection<'s, Epoch, (String, Forced)> {
-    let deadlines = nodes
+) -> VecCollection<'s, Epoch, (String, i64)> {
+    nodes
         .flat_map(|n| {
             let pool = n.labels.get(NODEPOOL)?.clone();
-            Some((pool, (n.name, n.created_ms?, n.expire_after)))
+            let created = n.nodeclaim_created_ms.or(n.created_ms)?;
+            Some((pool, (n.name, created, n.expire_after)))
         })
         .join_map(
             nodepools.map(|p| (p.name.clone(), p)),
@@ -47,6 +52,12 @@ pub fn expiration<'s>(
                     .map(|after| (node.clone(), created.saturating_add(after)))
             },
         )
-        .flat_map(|d| d);
-    during(deadlines, |(_, at)| (*at, None)).map(|(node, _)| (node, Forced::Expired))
+        .flat_map(|d| d)
+}
+
+/// The nodes whose deadline (from [`expiry_deadlines`]) has come.
+pub fn expiration<'s>(
+    deadlines: VecCollection<'s, Epoch, (String, i64)>,
+) -> VecCollection<'s, Epoch, (String, Forced)> {
+    during(deadlines, |(_, at)| (*at, None)).map(|(node, at_ms)| (node, Forced::Expired { at_ms }))
 }

@@ -52,17 +52,7 @@ pub fn interruption<'s>(
     });
     timed
         .join_map(by_key, |_, i, node| {
-            let what = match i.kind {
-                InterruptionKind::SpotInterruption => "spot interruption warning",
-                InterruptionKind::ScheduledChange => "scheduled change",
-                InterruptionKind::StateChange => "instance stopping or terminating",
-                InterruptionKind::CapacityReservationInterruption => {
-                    "capacity reservation interruption"
-                }
-                InterruptionKind::CapacityBlockEnding => "capacity block ending",
-                InterruptionKind::RebalanceRecommendation => "rebalance recommendation",
-            };
-            (node.clone(), Forced::Interrupted(what.to_string()))
+            (node.clone(), Forced::Interrupted(i.kind))
         })
         .distinct()
 }

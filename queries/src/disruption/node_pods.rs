@@ -11,6 +11,7 @@
 use super::types::MovablePod;
 use crate::pod_classes::class_of;
 use differential_dataflow::VecCollection;
+use dovetail_dataflow::disruption_reasons::Blocker;
 use dovetail_dataflow::engine::Epoch;
 use dovetail_dataflow::model::duration::parse_duration;
 use dovetail_dataflow::model::labels::DO_NOT_DISRUPT;
@@ -71,22 +72,15 @@ fn do_not_disrupt(p: &Pod) -> Option<(i64, Option<i64>)> {
 /// Pods that block graceful disruption of their node now: (node, why).
 pub fn pod_blockers<'s>(
     pods: VecCollection<'s, Epoch, Pod>,
-) -> VecCollection<'s, Epoch, (String, String)> {
+) -> VecCollection<'s, Epoch, (String, Blocker)> {
     let annotated = pods.flat_map(|p| {
         let node = p.node_name.clone()?;
         // DaemonSet and mirror pods block too: Karpenter checks the annotation on every active
         // pod of the node, "so that Mirror Pods and DaemonSets can block disruption".
         let (from, until) = do_not_disrupt(&p)?;
-        let why = match until {
-            None => format!("pod {} has {DO_NOT_DISRUPT}", p.key()),
-            Some(_) => format!(
-                "pod {} has {DO_NOT_DISRUPT}: {}",
-                p.key(),
-                p.annotations
-                    .get(DO_NOT_DISRUPT)
-                    .map(String::as_str)
-                    .unwrap_or("")
-            ),
+        let why = Blocker::PodDoNotDisrupt {
+            pod: p.key(),
+            until_ms: until,
         };
         Some(((node, why), (from, until)))
     });

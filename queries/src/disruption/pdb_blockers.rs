@@ -9,6 +9,7 @@
 //! Karpenter checks for it before it disrupts.
 
 use differential_dataflow::VecCollection;
+use dovetail_dataflow::disruption_reasons::Blocker;
 use dovetail_dataflow::engine::Epoch;
 use dovetail_dataflow::model::{Pod, PodDisruptionBudget};
 
@@ -43,7 +44,7 @@ pub fn allowed_disruptions(pdb: &PodDisruptionBudget, healthy: i64, total: i64) 
 pub fn pdb_blockers<'s>(
     pods: VecCollection<'s, Epoch, Pod>,
     pdbs: VecCollection<'s, Epoch, PodDisruptionBudget>,
-) -> VecCollection<'s, Epoch, (String, String)> {
+) -> VecCollection<'s, Epoch, (String, Blocker)> {
     let pods = pods
         .filter(|p| !p.is_daemon)
         .map(|p| (p.namespace.clone(), (p.key(), p.labels, p.node_name)));
@@ -65,11 +66,10 @@ pub fn pdb_blockers<'s>(
         })
         .reduce_named("PodsUnderManyPdbs", |(key, node), budgets, out| {
             if budgets.len() > 1 {
-                let names: Vec<&str> = budgets.iter().map(|(n, _)| n.as_str()).collect();
-                let why = format!(
-                    "pod {key} is selected by more than one PodDisruptionBudget ({}): the eviction API refuses it",
-                    names.join(", ")
-                );
+                let why = Blocker::ManyPdbs {
+                    pod: key.clone(),
+                    pdbs: budgets.iter().map(|(n, _)| (*n).clone()).collect(),
+                };
                 out.push(((node.clone(), why), 1));
             }
         })
@@ -87,10 +87,10 @@ pub fn pdb_blockers<'s>(
             }
             for ((key, node), _) in pods {
                 if let Some(node) = node {
-                    let why = format!(
-                        "PodDisruptionBudget {}/{} allows no disruption of pod {key}",
-                        pdb.namespace, pdb.name
-                    );
+                    let why = Blocker::Pdb {
+                        pdb: format!("{}/{}", pdb.namespace, pdb.name),
+                        pod: key.clone(),
+                    };
                     out.push(((node.clone(), why), 1));
                 }
             }

@@ -1,6 +1,8 @@
 //! The collections the disruption queries pass to each other.
 
 use crate::types::ClassId;
+use dovetail_dataflow::disruption_reasons::{ActiveBudget, Blocker, DriftReason};
+use dovetail_dataflow::facts::InterruptionKind;
 use dovetail_dataflow::model::{ConsolidationPolicy, Price};
 use serde::{Deserialize, Serialize};
 
@@ -29,6 +31,8 @@ pub struct Candidate {
     pub consolidate_never: bool,
     /// `consolidateAfter` has passed since the last pod event (Karpenter's Consolidatable).
     pub consolidatable: bool,
+    /// When it becomes (or became) consolidatable; `None` with `consolidateAfter: Never`.
+    pub consolidatable_at_ms: Option<i64>,
     pub capacity_type: String,
     /// Its `node.kubernetes.io/instance-type` label.
     pub instance_type: String,
@@ -47,17 +51,21 @@ pub struct Candidate {
     /// an empty node's cost above zero, so ratios and `Balanced` shares never divide by zero).
     pub disruption_cost: i64,
     /// Why graceful disruption may not touch it (do-not-disrupt, a PodDisruptionBudget).
-    pub blocked_by: Option<String>,
+    pub blocked_by: Option<Blocker>,
     /// Already tainted `karpenter.sh/disrupted` or being deleted.
     pub disrupting: bool,
 }
 
-/// A reason a node should go regardless of savings, with detail for people.
+/// A reason a node should go regardless of savings (drift goes within budgets, but is forced
+/// in that savings do not matter), with what it is about.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Forced {
-    Interrupted(String),
-    Expired,
-    Drifted(String),
+    Interrupted(InterruptionKind),
+    /// Expired at `at_ms` (its NodeClaim's creation plus `expireAfter`).
+    Expired {
+        at_ms: i64,
+    },
+    Drifted(DriftReason),
 }
 
 /// How many more nodes of a NodePool may be disrupted now, per reason.
@@ -66,4 +74,8 @@ pub struct Allowance {
     pub empty: i64,
     pub drifted: i64,
     pub underutilized: i64,
+    /// The active budget that sets each limit (None: no budget limits it).
+    pub empty_budget: Option<ActiveBudget>,
+    pub drifted_budget: Option<ActiveBudget>,
+    pub underutilized_budget: Option<ActiveBudget>,
 }

@@ -40,6 +40,7 @@ impl Outcome {
                 Decision::ClusterLowerBound(_) => {}
                 Decision::Disruption(d) => o.disruptions.push(d),
                 Decision::Adopt { nodeclaim, .. } => o.adopted.push(nodeclaim),
+                Decision::NodeVerdict(_) => {}
             }
         }
         o.launches.sort_by(|a, b| a.name.cmp(&b.name));

@@ -4,6 +4,7 @@
 use super::super::types::Candidate;
 use super::{price_of, Evaluation, Slot};
 use dovetail_dataflow::decisions::DisruptionReason;
+use dovetail_dataflow::disruption_reasons::Blocker;
 use dovetail_dataflow::model::ConsolidationPolicy;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -28,7 +29,7 @@ impl<'a> Evaluation<'a> {
     /// by the removed nodes' prices) over its NodePool's total price, divided by the removed
     /// nodes' disruption cost over the NodePool's total disruption cost, must be at least 1/2.
     /// Totals are over every node of the NodePool, candidates or not.
-    pub(super) fn balanced(&self, nodes: &[&Candidate], savings: i64) -> Result<(), String> {
+    pub(super) fn balanced(&self, nodes: &[&Candidate], savings: i64) -> Result<(), Blocker> {
         if !nodes
             .iter()
             .any(|c| c.policy == ConsolidationPolicy::Balanced)
@@ -82,9 +83,11 @@ impl<'a> Evaluation<'a> {
                 0.0
             };
             if score < 0.5 {
-                return Err(format!(
-                    "consolidationPolicy: Balanced (NodePool {pool}: savings share {savings_share:.3} < half of disruption share {disruption_share:.3})"
-                ));
+                return Err(Blocker::Balanced {
+                    nodepool: pool.to_string(),
+                    savings_share: (savings_share * 1e6).round() as i64,
+                    disruption_share: (disruption_share * 1e6).round() as i64,
+                });
             }
         }
         Ok(())

@@ -40,6 +40,7 @@ use super::types::{Allowance, Candidate, Forced};
 use crate::types::{ClassId, NodeState, PoolTypes};
 use differential_dataflow::VecCollection;
 use dovetail_dataflow::decisions::{Decision, Disruption, DisruptionReason, Launch};
+use dovetail_dataflow::disruption_reasons::Blocker;
 use dovetail_dataflow::engine::Epoch;
 use dovetail_dataflow::maintained::{changes, maintain, Maintained};
 use dovetail_dataflow::model::labels::{CAPACITY_TYPE_SPOT, DISRUPTED_TAINT};
@@ -70,15 +71,15 @@ struct Command {
     savings: i64,
 }
 
-/// Why a candidate is held back. Most are one of a few fixed sentences, which need no copy per
-/// candidate.
-type Why<'a> = Cow<'a, str>;
+/// Why a candidate is held back. Most are the candidate's own blocker, which needs no copy per
+/// evaluation.
+type Why<'a> = Cow<'a, Blocker>;
 
 /// A single-node consolidation outcome: the replacement launches and the savings, or why not.
-type Outcome = Result<(Rc<Vec<Launch>>, i64), String>;
+type Outcome = Result<(Rc<Vec<Launch>>, i64), Blocker>;
 
 /// Narrowed replacement launches, or why none, by (run, price, spot).
-type PricedLaunches = RefCell<FxHashMap<(usize, i64, bool), Result<Rc<Vec<Launch>>, String>>>;
+type PricedLaunches = RefCell<FxHashMap<(usize, i64, bool), Result<Rc<Vec<Launch>>, Blocker>>>;
 
 /// A candidate's single-node outcome with what it read: the candidate (by hash), what it read
 /// of its pods' classes (the context), the NodePools when it priced a replacement, and the
@@ -227,22 +228,34 @@ impl<'a> Evaluation<'a> {
     }
 
     fn over_budget(&mut self, c: &'a Slot, reason: DisruptionReason) {
+        let budget = self
+            .budgets
+            .get(c.nodepool.as_str())
+            .and_then(|a| match reason {
+                DisruptionReason::Empty => a.empty_budget.clone(),
+                DisruptionReason::Drifted => a.drifted_budget.clone(),
+                DisruptionReason::Underutilized => a.underutilized_budget.clone(),
+                _ => None,
+            });
         self.blocked.push((
             c,
             reason,
-            Cow::Owned(format!(
-                "budget: NodePool {} allows no more {} disruptions now",
-                c.nodepool,
-                reason.as_str()
-            )),
+            Cow::Owned(Blocker::Budget {
+                nodepool: c.nodepool.clone(),
+                reason,
+                budget,
+            }),
         ));
     }
 
     /// A simulation of removing `nodes`: the launches it needs, or why it fails.
-    fn simulate(&self, nodes: &[&Candidate]) -> Result<Vec<Launch>, String> {
+    fn simulate(&self, nodes: &[&Candidate]) -> Result<Vec<Launch>, Blocker> {
         let out = self.simulation(nodes);
         if let Some(f) = out.failures().first() {
-            return Err(format!("{} pods would not fit: {}", f.count, f.reason));
+            return Err(Blocker::PodsWouldNotFit {
+                pods: f.count,
+                why: f.reason.clone(),
+            });
         }
         Ok(out.launches().to_vec())
     }
@@ -332,7 +345,7 @@ impl<'a> Evaluation<'a> {
     /// Returns the savings of a consolidation that works; its launches stay in the check
     /// ([`Evaluation::kept_launches`]), not copied for thousands of candidates of which one is
     /// chosen.
-    fn consolidate_one(&self, c: &'a Slot, may_replace: bool) -> Option<i64> {
+    fn consolidate_one(&self, c: &'a Slot, may_replace: bool) -> Result<i64, Blocker> {
         let candidate = c.hash;
         let classes = self.world.existing_all;
         let pools = || {
@@ -371,11 +384,17 @@ impl<'a> Evaluation<'a> {
                     self.world.keep_walk_alive(w);
                 }
                 self.check_hits.set(self.check_hits.get() + 1);
-                return check.outcome.as_ref().ok().map(|(_, s)| *s);
+                return match &check.outcome {
+                    Ok((_, s)) => Ok(*s),
+                    Err(why) => Err(why.clone()),
+                };
             }
         }
         let (outcome, reads) = self.consolidate_one_now(c, may_replace);
-        let savings = outcome.as_ref().ok().map(|(_, s)| *s);
+        let savings = match &outcome {
+            Ok((_, s)) => Ok(*s),
+            Err(why) => Err(why.clone()),
+        };
         if let Some((reads, reads_pools, walk)) = reads {
             *c.check.borrow_mut() = Some(Check {
                 candidate,
@@ -411,13 +430,16 @@ impl<'a> Evaluation<'a> {
         may_replace: bool,
     ) -> (Outcome, Option<(Reads, bool, Option<u64>)>) {
         let Some(price) = c.price else {
-            return (Err("its offering's price is not known".to_string()), None);
+            return (Err(Blocker::PriceUnknown), None);
         };
         let out = self.simulation_with(&[c], may_replace);
         let reads = Some((out.reads, out.reads_pools, out.walk));
         if let Some(f) = out.failures().first() {
             return (
-                Err(format!("{} pods would not fit: {}", f.count, f.reason)),
+                Err(Blocker::PodsWouldNotFit {
+                    pods: f.count,
+                    why: f.reason.clone(),
+                }),
                 reads,
             );
         }
@@ -425,9 +447,10 @@ impl<'a> Evaluation<'a> {
             [] => Ok((Rc::new(Vec::new()), price.0)),
             // Narrowing only drops types and offerings, so a launch that is not cheaper at its
             // cheapest never becomes so: no need to copy it to find out.
-            [l] if l.price.0 >= price.0 => {
-                Err(format!("no cheaper replacement ({} vs {})", l.price, price))
-            }
+            [l] if l.price.0 >= price.0 => Err(Blocker::NotCheaper {
+                replacement: l.price,
+                node: price,
+            }),
             [l] => {
                 // Candidates whose pods leave the same pods over share a new-NodeClaim run, and
                 // many have the same price: narrowing its launch once for them all saved most
@@ -440,9 +463,10 @@ impl<'a> Evaluation<'a> {
                     let mut l = l.clone();
                     let narrowed = match self.price_replacement(&[c], &mut l, price.0) {
                         Err(why) => Err(why),
-                        Ok(()) if l.price.0 >= price.0 => {
-                            Err(format!("no cheaper replacement ({} vs {})", l.price, price))
-                        }
+                        Ok(()) if l.price.0 >= price.0 => Err(Blocker::NotCheaper {
+                            replacement: l.price,
+                            node: price,
+                        }),
                         Ok(()) => Ok(Rc::new(vec![l])),
                     };
                     if let Some(k) = key {
@@ -455,7 +479,7 @@ impl<'a> Evaluation<'a> {
                     (ls, savings)
                 })
             }
-            more => Err(format!("its pods need {} new nodes", more.len())),
+            more => Err(Blocker::NeedsNewNodes { count: more.len() }),
         };
         (outcome, reads)
     }
@@ -466,10 +490,14 @@ impl<'a> Evaluation<'a> {
             return Some(Cow::Borrowed(b));
         }
         if c.consolidate_never {
-            return Some(Cow::Borrowed("consolidateAfter: Never"));
+            return Some(Cow::Owned(Blocker::ConsolidateNever {
+                nodepool: c.nodepool.clone(),
+            }));
         }
         if !empty && c.policy == ConsolidationPolicy::WhenEmpty {
-            return Some(Cow::Borrowed("consolidationPolicy: WhenEmpty"));
+            return Some(Cow::Owned(Blocker::WhenEmpty {
+                nodepool: c.nodepool.clone(),
+            }));
         }
         None
     }
@@ -489,7 +517,7 @@ impl<'a> Evaluation<'a> {
             let c = &slot.candidate;
             let reason = match f {
                 Forced::Interrupted(_) => DisruptionReason::Interrupted,
-                Forced::Expired => DisruptionReason::Expired,
+                Forced::Expired { .. } => DisruptionReason::Expired,
                 Forced::Drifted(_) => continue,
             };
             let launches = self.simulate(&[c]).unwrap_or_default();
@@ -568,11 +596,9 @@ impl<'a> Evaluation<'a> {
                         savings,
                     });
                 }
-                Err(why) => self.blocked.push((
-                    slot,
-                    DisruptionReason::Drifted,
-                    Cow::Owned(format!("no replacement: {why}")),
-                )),
+                Err(why) => self
+                    .blocked
+                    .push((slot, DisruptionReason::Drifted, Cow::Owned(why))),
             }
         }
 
@@ -591,11 +617,24 @@ impl<'a> Evaluation<'a> {
             let Some((delete, replace)) = self.plausible(c) else {
                 continue;
             };
+            // A candidate that fails the prune or the exact check is listed with why, so that
+            // every candidate with pods past `consolidateAfter` says what keeps it.
             if !delete && !replace {
+                let node = c.price.unwrap_or_default();
+                self.blocked.push((
+                    c,
+                    DisruptionReason::Underutilized,
+                    Cow::Owned(Blocker::NoCheaperPlace { node }),
+                ));
                 continue;
             }
-            let Some(savings) = self.consolidate_one(c, replace) else {
-                continue;
+            let savings = match self.consolidate_one(c, replace) {
+                Ok(savings) => savings,
+                Err(why) => {
+                    self.blocked
+                        .push((c, DisruptionReason::Underutilized, Cow::Owned(why)));
+                    continue;
+                }
             };
             if let Some(b) = Self::consolidation_blocker(c, false) {
                 self.blocked.push((c, DisruptionReason::Underutilized, b));
@@ -657,7 +696,7 @@ impl<'a> Evaluation<'a> {
             self.blocked.push((
                 c,
                 DisruptionReason::Underutilized,
-                Cow::Borrowed("waiting: one consolidation command at a time, as Karpenter"),
+                Cow::Owned(Blocker::Waiting),
             ));
         }
         self.world.take(&mut self.taken, chosen);
@@ -699,7 +738,7 @@ impl<'a> Evaluation<'a> {
 }
 
 /// A blocked candidate's listing.
-fn listing(c: &Candidate, reason: DisruptionReason, why: String) -> Decision {
+fn listing(c: &Candidate, reason: DisruptionReason, why: Blocker) -> Decision {
     Decision::Disruption(Disruption {
         node: c.node.clone(),
         nodeclaim: c.nodeclaim.clone(),
@@ -708,12 +747,12 @@ fn listing(c: &Candidate, reason: DisruptionReason, why: String) -> Decision {
         command: None,
         replacements: Vec::new(),
         savings_per_hour: Price(0),
-        blocked_by: Some(why),
+        blocked_by: Some(Box::new(why)),
     })
 }
 
 /// Whether a listing says what `listing(c, _, why)` would, without building that.
-fn listing_is(d: &Decision, c: &Candidate, why: &str) -> bool {
+fn listing_is(d: &Decision, c: &Candidate, why: &Blocker) -> bool {
     matches!(d, Decision::Disruption(d)
         if d.blocked_by.as_deref() == Some(why)
             && d.nodeclaim == c.nodeclaim

@@ -259,6 +259,7 @@ impl Parts {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dovetail_dataflow::disruption_reasons::Blocker;
     use dovetail_dataflow::model::ConsolidationPolicy;
 
     fn key(instance_type: &str) -> OfferKey {
@@ -278,6 +279,7 @@ mod tests {
             policy: ConsolidationPolicy::WhenEmptyOrUnderutilized,
             consolidate_never: false,
             consolidatable: true,
+            consolidatable_at_ms: Some(0),
             capacity_type: "on-demand".to_string(),
             instance_type: instance_type.to_string(),
             offer: Some(key(instance_type)),
@@ -373,7 +375,9 @@ mod tests {
             Part::Candidate(
                 6,
                 Candidate {
-                    blocked_by: Some("do-not-disrupt".to_string()),
+                    blocked_by: Some(Blocker::NodeDoNotDisrupt {
+                        node: "b".to_string(),
+                    }),
                     ..with_pods("b", "m5.xlarge")
                 },
             ),

@@ -5,6 +5,7 @@ use super::super::types::Candidate;
 use super::{Evaluation, MIN_SPOT_TO_SPOT_TYPES};
 use crate::types::PoolTypes;
 use dovetail_dataflow::decisions::Launch;
+use dovetail_dataflow::disruption_reasons::Blocker;
 use dovetail_dataflow::model::labels::{
     CAPACITY_TYPE, CAPACITY_TYPE_ON_DEMAND, CAPACITY_TYPE_RESERVED, CAPACITY_TYPE_SPOT,
     INSTANCE_TYPE,
@@ -24,15 +25,13 @@ impl<'a> Evaluation<'a> {
         nodes: &[&Candidate],
         l: &mut Launch,
         max_price: i64,
-    ) -> Result<(), String> {
+    ) -> Result<(), Blocker> {
         let all_spot = nodes.iter().all(|c| c.capacity_type == CAPACITY_TYPE_SPOT);
         if !(all_spot && l.capacity_types.iter().any(|t| t == CAPACITY_TYPE_SPOT)) {
             return self.keep_cheaper(l, max_price);
         }
         if !self.spot_to_spot {
-            return Err(
-                "spot-to-spot consolidation is disabled (SpotToSpotConsolidation)".to_string(),
-            );
+            return Err(Blocker::SpotToSpotDisabled);
         }
         l.capacity_types = vec![CAPACITY_TYPE_SPOT.to_string()];
         l.requirements.add(
@@ -45,10 +44,10 @@ impl<'a> Evaluation<'a> {
             return Ok(());
         }
         if l.instance_types.len() < MIN_SPOT_TO_SPOT_TYPES {
-            return Err(format!(
-                "spot-to-spot replacement needs at least {MIN_SPOT_TO_SPOT_TYPES} cheaper instance types, found {}",
-                l.instance_types.len()
-            ));
+            return Err(Blocker::SpotToSpotTooFewTypes {
+                found: l.instance_types.len(),
+                needed: MIN_SPOT_TO_SPOT_TYPES,
+            });
         }
         let keep = MIN_SPOT_TO_SPOT_TYPES.max(min_instance_types(l));
         let kept: Vec<String> = l.instance_types.iter().take(keep).cloned().collect();
@@ -64,7 +63,7 @@ impl<'a> Evaluation<'a> {
     /// Without this, the replacement listed every type that fits (cheapest first), and a
     /// fleet request falling back from the cheapest could launch a node dearer than the one it
     /// replaced.
-    pub(super) fn keep_cheaper(&self, l: &mut Launch, max_price: i64) -> Result<(), String> {
+    pub(super) fn keep_cheaper(&self, l: &mut Launch, max_price: i64) -> Result<(), Blocker> {
         let pool = self.pool(&l.nodepool)?;
         let kept: Vec<String> = l
             .instance_types
@@ -79,18 +78,17 @@ impl<'a> Evaluation<'a> {
             .cloned()
             .collect();
         if kept.is_empty() {
-            return Err(format!(
-                "no cheaper replacement (no instance type costs less than {})",
-                Price(max_price)
-            ));
+            return Err(Blocker::NoCheaperType {
+                max: Price(max_price),
+            });
         }
         let min_values = min_instance_types(l);
         if kept.len() < min_values {
-            return Err(format!(
-                "only {} instance types are cheaper than {}, minValues needs {min_values}",
-                kept.len(),
-                Price(max_price)
-            ));
+            return Err(Blocker::TooFewCheaperTypes {
+                found: kept.len(),
+                min_values,
+                max: Price(max_price),
+            });
         }
         let spot = CAPACITY_TYPE_SPOT.to_string();
         if l.capacity_types.contains(&spot) && l.capacity_types.len() > 1 {
@@ -103,7 +101,7 @@ impl<'a> Evaluation<'a> {
     /// Sets a launch's instance types (cheapest first, as given) and recomputes what follows
     /// from them: its requirement, zones and cheapest price. Types left without an offering the
     /// launch allows are dropped.
-    pub(super) fn set_types(&self, l: &mut Launch, types: Vec<String>) -> Result<(), String> {
+    pub(super) fn set_types(&self, l: &mut Launch, types: Vec<String>) -> Result<(), Blocker> {
         let pool = self.pool(&l.nodepool)?;
         let mut kept = Vec::new();
         let mut zones = BTreeSet::new();
@@ -128,7 +126,7 @@ impl<'a> Evaluation<'a> {
             }
         }
         let Some(price) = price else {
-            return Err("no instance type has an offering the replacement allows".to_string());
+            return Err(Blocker::NoOffering);
         };
         l.requirements.add(
             INSTANCE_TYPE,
@@ -140,13 +138,15 @@ impl<'a> Evaluation<'a> {
         Ok(())
     }
 
-    pub(super) fn pool(&self, name: &str) -> Result<&'a PoolTypes, String> {
+    pub(super) fn pool(&self, name: &str) -> Result<&'a PoolTypes, Blocker> {
         self.world
             .pools
             .iter()
             .copied()
             .find(|p| p.nodepool.name == name)
-            .ok_or_else(|| format!("NodePool {name} is gone"))
+            .ok_or_else(|| Blocker::NodePoolGone {
+                nodepool: name.to_string(),
+            })
     }
 }
 
