@@ -6,6 +6,7 @@ use anyhow::{Context, Result};
 use dovetail_dataflow::decisions::{Decision, Disruption};
 use dovetail_dataflow::engine::{Engine, Epoch, QueryBuilder};
 use dovetail_dataflow::facts::Fact;
+use dovetail_dataflow::scheduling_reasons::Unschedulable;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -32,7 +33,10 @@ pub struct BindingOut {
 #[derive(Debug, Serialize)]
 pub struct UnschedulableOut {
     pub pod: String,
+    /// The reason in words.
     pub reason: String,
+    /// The same reason as data: each NodePool ruled out and the first thing that does.
+    pub why: Unschedulable,
 }
 
 #[derive(Debug, Serialize)]
@@ -161,9 +165,11 @@ pub fn assemble(decisions: Vec<Decision>, notes: Vec<String>) -> PlanOutput {
         match d {
             Decision::Launch(l) => launches.push(l),
             Decision::Binding { pod, target } => bindings.push(BindingOut { pod, node: target }),
-            Decision::Unschedulable { pod, reason } => {
-                unschedulable.push(UnschedulableOut { pod, reason })
-            }
+            Decision::Unschedulable { pod, reason } => unschedulable.push(UnschedulableOut {
+                pod,
+                reason: reason.to_string(),
+                why: reason,
+            }),
             Decision::LowerBound(p) => lower_bound += p.0,
             Decision::Disruption(d) => {
                 if let Some(command) = &d.command {
@@ -180,7 +186,10 @@ pub fn assemble(decisions: Vec<Decision>, notes: Vec<String>) -> PlanOutput {
                 nodepool_hash,
                 nodeclass_hash,
             }),
-            Decision::ClusterLowerBound(_) | Decision::NodeVerdict(_) => {}
+            Decision::ClusterLowerBound(_)
+            | Decision::NodeVerdict(_)
+            | Decision::PodVerdict(_)
+            | Decision::LaunchVerdict(_) => {}
         }
     }
     disruptions.sort_by(|a, b| (&a.node, a.reason).cmp(&(&b.node, b.reason)));

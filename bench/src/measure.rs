@@ -75,7 +75,7 @@ impl Tally {
     pub fn of(decisions: &[Decision], pods: &[Pod]) -> Tally {
         let mut tally = Tally::default();
         let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
-        let mut reasons: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
         for d in decisions {
             match d {
                 Decision::Launch(l) => {
@@ -89,11 +89,15 @@ impl Tally {
                 Decision::Unschedulable { pod, reason } => {
                     tally.unschedulable += 1;
                     *seen.entry(pod.as_str()).or_insert(0) += 1;
-                    *reasons.entry(reason.as_str()).or_insert(0) += 1;
+                    *reasons.entry(reason.to_string()).or_insert(0) += 1;
                 }
                 Decision::LowerBound(p) => tally.lower_bound_per_hour += p.dollars(),
                 Decision::ClusterLowerBound(p) => tally.cluster_lower_bound_per_hour += p.dollars(),
-                Decision::Disruption(_) | Decision::Adopt { .. } | Decision::NodeVerdict(_) => {}
+                Decision::Disruption(_)
+                | Decision::Adopt { .. }
+                | Decision::NodeVerdict(_)
+                | Decision::PodVerdict(_)
+                | Decision::LaunchVerdict(_) => {}
             }
         }
         for p in pods {
@@ -103,10 +107,7 @@ impl Tally {
                 Some(_) => {}
             }
         }
-        let mut reasons: Vec<(String, usize)> = reasons
-            .into_iter()
-            .map(|(r, n)| (r.to_string(), n))
-            .collect();
+        let mut reasons: Vec<(String, usize)> = reasons.into_iter().collect();
         reasons.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         reasons.truncate(5);
         tally.unschedulable_reasons = reasons;

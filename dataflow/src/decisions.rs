@@ -2,6 +2,8 @@
 
 use crate::disruption_reasons::{Blocker, NodeVerdict};
 use crate::model::{Price, Requirements};
+use crate::provisioning_verdicts::{LaunchVerdict, PodVerdict};
+use crate::scheduling_reasons::Unschedulable;
 use serde::{Deserialize, Serialize};
 
 /// A NodeClaim to create.
@@ -44,7 +46,7 @@ pub enum Decision {
     },
     Unschedulable {
         pod: String,
-        reason: String,
+        reason: Unschedulable,
     },
     /// The fractional lower bound on the cost per hour of the pending pods' new capacity.
     LowerBound(Price),
@@ -63,6 +65,12 @@ pub enum Decision {
     /// explaining build of the queries gives these (nothing acts on them). Boxed: it is the
     /// largest record, and every decision would carry its size.
     NodeVerdict(Box<NodeVerdict>),
+    /// Where a pending pod class may go, NodePool by NodePool, for `dovetail explain pod`
+    /// (explaining build only).
+    PodVerdict(Box<PodVerdict>),
+    /// A launch's types with their offerings, for `dovetail explain launch` (explaining build
+    /// only).
+    LaunchVerdict(Box<LaunchVerdict>),
 }
 
 /// Why a node is disrupted, in Karpenter's words.

@@ -6,6 +6,7 @@ use crate::decisions::DisruptionReason;
 use crate::facts::InterruptionKind;
 use crate::model::cron::civil_from_days;
 use crate::model::Price;
+use crate::scheduling_reasons::Unschedulable;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -47,7 +48,7 @@ pub enum Blocker {
     PriceUnknown,
     /// Some of its pods would fit neither elsewhere nor on new NodeClaims (the provisioning
     /// solver's reason, as it gives it).
-    PodsWouldNotFit { pods: i64, why: String },
+    PodsWouldNotFit { pods: i64, why: Unschedulable },
     /// Its pods need this many new NodeClaims: not a consolidation.
     NeedsNewNodes { count: usize },
     /// The cheapest replacement is not cheaper than the node.

@@ -159,6 +159,7 @@ mod tests {
     use super::*;
     use dovetail_dataflow::decisions::Disruption;
     use dovetail_dataflow::model::Price;
+    use dovetail_dataflow::scheduling_reasons::Unschedulable;
 
     fn blocked(node: &str, reason: DisruptionReason, why: Blocker) -> Decision {
         Decision::Disruption(Disruption {
@@ -190,7 +191,9 @@ mod tests {
             (
                 Decision::Unschedulable {
                     pod: "team/huge".into(),
-                    reason: "no instance type has enough cpu".into(),
+                    reason: Unschedulable::Other {
+                        reason: "no instance type has enough cpu".into(),
+                    },
                 },
                 1,
             ),

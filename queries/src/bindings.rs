@@ -13,13 +13,14 @@ use differential_dataflow::VecCollection;
 use dovetail_dataflow::decisions::{Decision, Placement};
 use dovetail_dataflow::engine::Epoch;
 use dovetail_dataflow::maintained::{add_count, maintain_by_key, Maintained};
+use dovetail_dataflow::scheduling_reasons::Unschedulable;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum ClassOutcome {
     Placed(Placement),
-    Failed { count: i64, reason: String },
+    Failed { count: i64, reason: Unschedulable },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -42,7 +43,7 @@ pub fn bindings<'s>(
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Slot {
     Target(String),
-    Failed(String),
+    Failed(Unschedulable),
 }
 
 impl Slot {
@@ -94,7 +95,7 @@ impl Maintained for ClassBindings {
             .find(|(_, n)| **n > 0)
             .map_or(&[], |(m, _)| m.as_slice());
         let mut placed: Vec<&Placement> = Vec::new();
-        let mut failed: Vec<(&String, i64)> = Vec::new();
+        let mut failed: Vec<(&Unschedulable, i64)> = Vec::new();
         for (o, n) in &self.outcomes {
             if *n <= 0 {
                 continue;

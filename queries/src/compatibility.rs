@@ -15,6 +15,7 @@ use dovetail_dataflow::model::instance_type::offering_allowed;
 use dovetail_dataflow::model::labels::{is_well_known, ZONE};
 use dovetail_dataflow::model::taints::first_untolerated;
 use dovetail_dataflow::model::{Requirement, Requirements};
+use dovetail_dataflow::scheduling_reasons::PoolRejection;
 use serde::{Deserialize, Serialize};
 
 /// At most this many relaxation levels are tried.
@@ -26,7 +27,7 @@ pub fn relaxation_levels(class: &PodClass) -> Vec<Requirements> {
 }
 
 /// The relaxation levels, each with whether it dropped a preferred node-affinity term.
-fn levels(class: &PodClass) -> Vec<(Requirements, bool)> {
+pub fn levels(class: &PodClass) -> Vec<(Requirements, bool)> {
     let s = &class.scheduling;
     let mut base = s.node_selector.clone();
     if let Some(zones) = &s.volume_zones {
@@ -70,7 +71,7 @@ fn levels(class: &PodClass) -> Vec<(Requirements, bool)> {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct PoolFit {
     pub pool: String,
-    pub levels: Vec<Result<Vec<u32>, String>>,
+    pub levels: Vec<Result<Vec<u32>, PoolRejection>>,
     /// Per level, per requested resource: the cheapest price per milli-unit among compatible
     /// types.
     pub unit_costs: Vec<Vec<(String, UnitCost)>>,
@@ -89,19 +90,26 @@ pub fn pool_fit(class: &PodClass, pool: &PoolTypes) -> PoolFit {
             .collect();
         let result = (|| {
             if let Some(r) = &pool.not_ready {
-                return Err(r.clone());
+                return Err(PoolRejection::NotReady { reason: r.clone() });
             }
             if let Some(t) = first_untolerated(&pool.nodepool.taints, &s.tolerations) {
-                return Err(format!("taint {t} is not tolerated"));
+                return Err(PoolRejection::Taint { taint: t.clone() });
             }
             pool.nodepool
                 .requirements
                 .compatible(reqs, is_well_known)
-                .map_err(|e| format!("incompatible requirements: {e}"))?;
+                .map_err(|e| match e.sides {
+                    Some((pod, nodepool)) => PoolRejection::Requirement {
+                        key: e.key,
+                        pod,
+                        nodepool,
+                    },
+                    None => PoolRejection::LabelUndefined { key: e.key },
+                })?;
             let mut merged = pool.nodepool.requirements.clone();
             merged.add_all(reqs);
             let mut fits = Vec::new();
-            let mut label_ok = 0;
+            let mut largest_cpu: Option<i64> = None;
             for (i, pt) in pool.types.iter().enumerate() {
                 let it = &pt.instance_type;
                 if it.requirements.intersects(reqs).is_err() {
@@ -115,7 +123,7 @@ pub fn pool_fit(class: &PodClass, pool: &PoolTypes) -> PoolFit {
                 else {
                     continue;
                 };
-                label_ok += 1;
+                largest_cpu = largest_cpu.max(Some(pt.available.cpu));
                 if !s.requests.fits_in(&pt.available) {
                     continue;
                 }
@@ -129,19 +137,13 @@ pub fn pool_fit(class: &PodClass, pool: &PoolTypes) -> PoolFit {
                 fits.push(i as u32);
             }
             if fits.is_empty() {
-                if label_ok == 0 {
+                let Some(largest_cpu) = largest_cpu else {
                     return Err(no_type_reason(pool, reqs));
-                }
-                return Err(format!(
-                    "no instance type has room for the requests (cpu {}m, memory {}Mi{}) after DaemonSet overhead",
-                    s.requests.cpu,
-                    s.requests.memory / (1024 * 1024 * 1000),
-                    s.requests
-                        .extended
-                        .iter()
-                        .map(|(k, v)| format!(", {k} {}", dovetail_dataflow::model::quantity::format_milli(*v)))
-                        .collect::<String>()
-                ));
+                };
+                return Err(PoolRejection::TooLarge {
+                    requests: s.requests.clone(),
+                    largest_cpu,
+                });
             }
             Ok(fits)
         })();
@@ -159,12 +161,11 @@ pub fn pool_fit(class: &PodClass, pool: &PoolTypes) -> PoolFit {
 /// type meets on its own (`no instance type has kubernetes.io/os In [windows]`), or, when every
 /// one is met by some type, the requirements taken together. (The pool's types are already
 /// narrowed to its own requirements and their offerings to its zones and capacity types.)
-fn no_type_reason(pool: &PoolTypes, reqs: &Requirements) -> String {
+fn no_type_reason(pool: &PoolTypes, reqs: &Requirements) -> PoolRejection {
     if pool.types.is_empty() {
-        return "the NodePool's requirements admit no instance type with an available offering"
-            .to_string();
+        return PoolRejection::NoInstanceTypes;
     }
-    let unmet: Vec<String> = reqs
+    let unmet: Vec<(String, Requirement)> = reqs
         .0
         .iter()
         .filter(|(key, req)| {
@@ -179,24 +180,31 @@ fn no_type_reason(pool: &PoolTypes, reqs: &Requirements) -> String {
                         .any(|o| o.available && offering_allowed(o, &one))
             })
         })
-        .map(|(key, req)| format!("no instance type has {key} {req}"))
+        .map(|(key, req)| (key.clone(), req.clone()))
         .collect();
     if unmet.is_empty() {
-        format!("no instance type meets all of {reqs} with an available offering")
+        PoolRejection::NoTypeMeetsAll {
+            requirements: reqs.clone(),
+        }
     } else {
-        unmet.join("; ")
+        PoolRejection::NoTypeHas { unmet }
     }
+}
+
+/// The strictest of `levels` levels at which some NodePool fits (0 when none does).
+pub fn chosen_level(levels: usize, fits: &[&PoolFit]) -> usize {
+    (0..levels)
+        .find(|&l| {
+            fits.iter()
+                .any(|f| matches!(f.levels.get(l), Some(Ok(v)) if !v.is_empty()))
+        })
+        .unwrap_or(0)
 }
 
 /// Chooses the strictest level at which some NodePool fits.
 pub fn choose(class: &PodClass, fits: &[&PoolFit]) -> Compatibility {
     let levels = levels(class);
-    let chosen = (0..levels.len())
-        .find(|&l| {
-            fits.iter()
-                .any(|f| matches!(f.levels.get(l), Some(Ok(v)) if !v.is_empty()))
-        })
-        .unwrap_or(0);
+    let chosen = chosen_level(levels.len(), fits);
     let mut pools = Vec::new();
     let mut rejections = Vec::new();
     let mut unit_cost: Vec<(String, UnitCost)> = Vec::new();
@@ -239,21 +247,29 @@ enum Row {
     Fit(PoolFit),
 }
 
-/// `specs` are distinct class specs: only a class's spec matters here, not its pods, so a pod
-/// joining a class changes nothing.
-pub fn compatibility<'s>(
+/// Each class spec against each NodePool: per relaxation level, the compatible types or the
+/// first thing that rules the NodePool out. `specs` are distinct class specs: only a class's
+/// spec matters here, not its pods, so a pod joining a class changes nothing.
+pub fn pool_fits<'s>(
     specs: VecCollection<'s, Epoch, (ClassId, PodClass)>,
     pools: VecCollection<'s, Epoch, (String, PoolTypes)>,
-) -> VecCollection<'s, Epoch, (ClassId, Compatibility)> {
-    let fits = specs
-        .clone()
+) -> VecCollection<'s, Epoch, (ClassId, PoolFit)> {
+    specs
         .map(|(id, c)| ((), (id, c)))
         .join_map(pools.map(|(_, p)| ((), p)), |_, (id, class), pool| {
-            (*id, Row::Fit(pool_fit(class, pool)))
-        });
+            (*id, pool_fit(class, pool))
+        })
+}
+
+/// Where each class goes: the strictest relaxation level at which some NodePool fits, and the
+/// NodePools' types at that level (see [`choose`]).
+pub fn compatibility<'s>(
+    specs: VecCollection<'s, Epoch, (ClassId, PodClass)>,
+    fits: VecCollection<'s, Epoch, (ClassId, PoolFit)>,
+) -> VecCollection<'s, Epoch, (ClassId, Compatibility)> {
     specs
         .map(|(id, c)| (id, Row::Class(Box::new(c))))
-        .concat(fits)
+        .concat(fits.map(|(id, f)| (id, Row::Fit(f))))
         .reduce_named("Compatibility", |_id, rows, out| {
             let mut class = None;
             let mut fits = Vec::new();

@@ -4,6 +4,7 @@
 pub mod bindings;
 pub mod compatibility;
 pub mod disruption;
+pub mod launch_verdicts;
 pub mod lower_bound;
 pub mod node_usage;
 pub mod nodepool_types;
@@ -12,6 +13,7 @@ pub mod overlay;
 pub mod packing;
 pub mod packing_groups;
 pub mod pod_classes;
+pub mod pod_verdicts;
 pub mod solver;
 pub mod types;
 
@@ -36,8 +38,9 @@ pub fn standing_queries<'s>(
     )
 }
 
-/// Every standing query, plus each disruption candidate's verdict (`Decision::NodeVerdict`),
-/// for `dovetail explain`: what the decisions read, kept as they are.
+/// Every standing query, plus the verdicts `dovetail explain` reads — each disruption
+/// candidate's (`Decision::NodeVerdict`), each pending pod class's (`PodVerdict`) and each
+/// launch's (`LaunchVerdict`): what the decisions read, kept as they are.
 pub fn standing_queries_explained<'s>(
     facts: VecCollection<'s, Epoch, Fact>,
 ) -> VecCollection<'s, Epoch, Decision> {
@@ -189,7 +192,8 @@ fn build<'s>(
         .clone()
         .map(|((id, class), _)| (id, class))
         .distinct();
-    let compat = compatibility::compatibility(specs.clone(), pools.clone());
+    let fits = compatibility::pool_fits(specs.clone(), pools.clone());
+    let compat = compatibility::compatibility(specs.clone(), fits.clone());
     let usage = node_usage::node_usage(nodes.clone(), pods.clone(), daemonsets);
     let cluster_bound = lower_bound::cluster_lower_bound(class_counts, compat.clone());
     let groups = packing_groups::packing_groups(
@@ -224,12 +228,22 @@ fn build<'s>(
         Packed::LowerBound(b) => Some(Decision::LowerBound(b)),
         _ => None,
     });
-    let provisioning = decided
+    let mut provisioning = decided
+        .clone()
         .concat(cluster_bound.map(Decision::ClusterLowerBound))
-        .concat(bindings::bindings(classes, outcomes));
+        .concat(bindings::bindings(classes.clone(), outcomes));
     let Halves::Both { poll_ms, explain } = halves else {
         return provisioning;
     };
+    if explain {
+        let launches = decided.flat_map(|d| match d {
+            Decision::Launch(l) => Some(l),
+            _ => None,
+        });
+        provisioning = provisioning
+            .concat(pod_verdicts::pod_verdicts(classes, fits, pools.clone()))
+            .concat(launch_verdicts::launch_verdicts(launches, pools.clone()));
+    }
     let pdbs = split(7).flat_map(|f| match f {
         Fact::Pdb(p) => Some(p),
         _ => None,

@@ -23,6 +23,7 @@ use dovetail_dataflow::decisions::{Launch, Placement};
 use dovetail_dataflow::engine::Epoch;
 use dovetail_dataflow::maintained::{add_count, changes, maintain_by_key, Maintained};
 use dovetail_dataflow::model::Price;
+use dovetail_dataflow::scheduling_reasons::Unschedulable;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashMap};
@@ -48,7 +49,7 @@ pub enum Packed {
     Failure {
         class: ClassId,
         count: i64,
-        reason: String,
+        reason: Unschedulable,
     },
     LowerBound(Price),
 }

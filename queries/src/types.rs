@@ -1,8 +1,10 @@
 //! The intermediate collections the standing queries pass to each other.
 
+pub use dovetail_dataflow::model::UnitCost;
 use dovetail_dataflow::model::{
     InstanceType, Node, NodePool, PodScheduling, Requirements, Resources,
 };
+use dovetail_dataflow::scheduling_reasons::PoolRejection;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -68,21 +70,6 @@ pub struct PoolTypes {
     pub not_ready: Option<String>,
 }
 
-/// An f64 that orders (non-negative values only), for costs inside collections.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
-)]
-pub struct UnitCost(pub u64);
-
-impl UnitCost {
-    pub fn new(v: f64) -> UnitCost {
-        UnitCost(v.max(0.0).to_bits())
-    }
-    pub fn get(self) -> f64 {
-        f64::from_bits(self.0)
-    }
-}
-
 /// Where a class may go: the requirements it is scheduled with (after relaxing preferences it
 /// cannot meet), and per NodePool the indices of the compatible types in `PoolTypes::types`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -96,7 +83,7 @@ pub struct Compatibility {
     pub dropped_node_preference: bool,
     pub pools: Vec<(String, Vec<u32>)>,
     /// Why each incompatible NodePool was rejected (at the strictest level).
-    pub rejections: Vec<(String, String)>,
+    pub rejections: Vec<(String, PoolRejection)>,
     /// Per requested resource, the cheapest price per milli-unit among compatible types (for
     /// the lower bound).
     pub unit_cost: Vec<(String, UnitCost)>,

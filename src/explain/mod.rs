@@ -2,7 +2,9 @@
 //! from the standing queries — their decisions and the verdicts they keep — run on the
 //! manifests as `plan` runs them; reasons are typed there and put into words only here.
 
+pub mod launch;
 pub mod node;
+pub mod pod;
 
 use crate::feature_gates::FeatureGates;
 use crate::plan::PlanOptions;
@@ -15,6 +17,11 @@ pub enum Explain {
     /// Each disruption method's verdict for a node (empty, drifted, expired, consolidatable,
     /// interrupted) and, when nothing happens, what blocks it.
     Node(node::NodeArgs),
+    /// Where a pending pod may go: each NodePool's first blocker, nearest first, with the one
+    /// change that would remove it; the preferences relaxed; the binding or launch it got.
+    Pod(pod::PodArgs),
+    /// A planned NodeClaim: its pods, its types in price order, its own pods' lower bound.
+    Launch(launch::LaunchArgs),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -62,5 +69,7 @@ impl Source {
 pub fn run(e: Explain, wall_clock_ms: u64) -> Result<()> {
     match e {
         Explain::Node(args) => node::run(args, wall_clock_ms),
+        Explain::Pod(args) => pod::run(args, wall_clock_ms),
+        Explain::Launch(args) => launch::run(args, wall_clock_ms),
     }
 }

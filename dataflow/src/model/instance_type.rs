@@ -127,3 +127,18 @@ pub fn offering_allowed(o: &Offering, allowed: &Requirements) -> bool {
         && allowed.allows(super::labels::CAPACITY_TYPE, &o.capacity_type)
         && (o.zone_id.is_empty() || allowed.allows(super::labels::ZONE_ID, &o.zone_id))
 }
+
+/// An f64 that orders (non-negative values only), for costs inside collections.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub struct UnitCost(pub u64);
+
+impl UnitCost {
+    pub fn new(v: f64) -> UnitCost {
+        UnitCost(v.max(0.0).to_bits())
+    }
+    pub fn get(self) -> f64 {
+        f64::from_bits(self.0)
+    }
+}

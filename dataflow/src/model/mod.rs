@@ -14,7 +14,7 @@ pub mod resources;
 pub mod selector;
 pub mod taints;
 
-pub use instance_type::{InstanceType, Offering, Price};
+pub use instance_type::{InstanceType, Offering, Price, UnitCost};
 pub use kubelet::{KubeletConfig, Threshold};
 pub use node::{DaemonSet, LaunchedWith, Node, PodDisruptionBudget};
 pub use nodepool::{

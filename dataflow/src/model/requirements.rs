@@ -242,6 +242,9 @@ pub struct Requirements(pub BTreeMap<String, Requirement>);
 pub struct Incompatible {
     pub key: String,
     pub detail: String,
+    /// The two requirements that share no value (incoming, existing); `None` when the key is
+    /// one the existing side does not define.
+    pub sides: Option<(Requirement, Requirement)>,
 }
 
 impl fmt::Display for Incompatible {
@@ -314,6 +317,7 @@ impl Requirements {
                 return Err(Incompatible {
                     key: key.clone(),
                     detail: format!("{incoming} does not intersect {existing}"),
+                    sides: Some((incoming.clone(), existing.clone())),
                 });
             }
         }
@@ -339,6 +343,7 @@ impl Requirements {
                 key: key.clone(),
                 detail: "label is not defined by the NodePool (add it to the template labels or requirements)"
                     .to_string(),
+                sides: None,
             });
         }
         self.intersects(incoming)
@@ -355,6 +360,7 @@ impl Requirements {
                         "node has {} but needs {req}",
                         labels.get(key).map(String::as_str).unwrap_or("no value")
                     ),
+                    sides: None,
                 });
             }
         }

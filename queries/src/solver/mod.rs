@@ -28,6 +28,7 @@ use dovetail_dataflow::model::instance_type::OfferingFilter;
 use dovetail_dataflow::model::labels::{CAPACITY_TYPE, NODEPOOL, ZONE};
 use dovetail_dataflow::model::taints::first_untolerated;
 use dovetail_dataflow::model::{InstanceType, Milli, Requirement, Requirements, Resources};
+use dovetail_dataflow::scheduling_reasons::{PoolRejection, Unschedulable};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use topology::{water_fill, ClassTopology, Topology};
@@ -56,7 +57,7 @@ pub struct SolverInput<'a> {
 pub struct Failure {
     pub class: ClassId,
     pub count: i64,
-    pub reason: String,
+    pub reason: Unschedulable,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -286,7 +287,7 @@ impl<'a> Solver<'a> {
         solver
     }
 
-    fn fail(&mut self, ci: usize, count: i64, reason: String) {
+    fn fail(&mut self, ci: usize, count: i64, reason: Unschedulable) {
         if count > 0 {
             self.failures.push(Failure {
                 class: self.classes[ci].id,
@@ -381,7 +382,9 @@ impl<'a> Solver<'a> {
                     self.fail(
                         ci,
                         left,
-                        format!("pod affinity: no {} domain is available", group.key),
+                        Unschedulable::NoAffinityDomain {
+                            key: group.key.clone(),
+                        },
                     );
                     return;
                 };
@@ -390,10 +393,10 @@ impl<'a> Solver<'a> {
                 self.fail(
                     ci,
                     left,
-                    format!(
-                        "pod affinity: no pod matching {} runs in any {} domain",
-                        group.selector.requirements, group.key
-                    ),
+                    Unschedulable::NoAffinityPeer {
+                        selector: group.selector.requirements.clone(),
+                        key: group.key.clone(),
+                    },
                 );
                 return;
             }
@@ -516,12 +519,7 @@ impl<'a> Solver<'a> {
                     self.fail(ci, unplaced, reason);
                 }
                 if left > dealt {
-                    self.fail(
-                        ci,
-                        left - dealt,
-                        "topology: no domain admits more pods without exceeding maxSkew or repeating an anti-affine pod"
-                            .to_string(),
-                    );
+                    self.fail(ci, left - dealt, Unschedulable::Topology);
                 }
                 left = 0;
             }
@@ -530,71 +528,59 @@ impl<'a> Solver<'a> {
     }
 
     /// The reason recorded by the last failed attempt to open a bin for this class.
-    fn last_reason(&self, ci: usize) -> String {
+    fn last_reason(&self, ci: usize) -> Unschedulable {
         self.open_reason(ci)
     }
 
-    fn no_nodepool_reason(&self, ci: usize) -> String {
+    fn no_nodepool_reason(&self, ci: usize) -> Unschedulable {
         let c = self.classes[ci].compat;
-        if c.rejections.is_empty() {
-            if self.pools.is_empty() {
-                return "no NodePool exists".to_string();
-            }
-            let not_ready: Vec<String> = self
+        if !c.rejections.is_empty() {
+            return Unschedulable::NodePools {
+                rejections: c.rejections.clone(),
+            };
+        }
+        if self.pools.is_empty() {
+            return Unschedulable::NoNodePool;
+        }
+        Unschedulable::NodePools {
+            rejections: self
                 .pools
                 .iter()
                 .filter_map(|p| {
-                    p.not_ready
-                        .as_ref()
-                        .map(|r| format!("NodePool {}: {r}", p.nodepool.name))
+                    p.not_ready.as_ref().map(|r| {
+                        (
+                            p.nodepool.name.clone(),
+                            PoolRejection::NotReady { reason: r.clone() },
+                        )
+                    })
                 })
-                .collect();
-            if !not_ready.is_empty() {
-                return not_ready.join("; ");
-            }
-            return "no NodePool is compatible".to_string();
+                .collect(),
         }
-        c.rejections
-            .iter()
-            .map(|(p, r)| format!("NodePool {p}: {r}"))
-            .collect::<Vec<_>>()
-            .join("; ")
     }
 
     /// Why no new NodeClaim could be opened for the class, pool by pool.
-    fn open_reason(&self, ci: usize) -> String {
-        let mut reasons = Vec::new();
+    fn open_reason(&self, ci: usize) -> Unschedulable {
+        let mut rejections = Vec::new();
         for (p, bits) in self.compat_bits[ci].iter().enumerate() {
-            let name = &self.pools[p].nodepool.name;
-            if bits.is_none() {
-                continue;
-            }
+            let pool = self.pools[p];
+            let Some(bits) = bits else { continue };
             // Limits are the reason when some compatible type has room for the pod but every
             // such type is larger than what the limits leave (the filter `open` applies).
-            if let (Some(left), Some(bits)) = (&self.limits[p], bits) {
-                let req = &self.classes[ci].class.scheduling.requests;
-                let types = &self.pools[p].types;
-                let mut fitting = (0..types.len())
-                    .filter(|&t| has_bit(bits, t as u32) && req.fits_in(&types[t].available))
-                    .peekable();
-                let some_fit = fitting.peek().is_some();
-                let within_limits = |t: usize| {
-                    let cap = &types[t].instance_type.capacity;
-                    left.iter().all(|(r, v)| cap.get(r) <= *v)
-                };
-                if some_fit && !fitting.any(within_limits) {
-                    reasons.push(format!("NodePool {name}: limits reached"));
+            if let Some(left) = &self.limits[p] {
+                if let Some(r) = limits_rejection(pool, bits, left, self.classes[ci].class) {
+                    rejections.push((pool.nodepool.name.clone(), r));
                     continue;
                 }
             }
-            reasons.push(format!(
-                "NodePool {name}: no compatible instance type has room under the pod's topology and requirements"
+            rejections.push((
+                pool.nodepool.name.clone(),
+                PoolRejection::NoRoomUnderTopology,
             ));
         }
-        if reasons.is_empty() {
+        if rejections.is_empty() {
             return self.no_nodepool_reason(ci);
         }
-        reasons.join("; ")
+        Unschedulable::NodePools { rejections }
     }
 
     fn cheapest_domain(
@@ -1174,4 +1160,38 @@ struct Fit {
     requirements: Option<Requirements>,
     /// The room of the fill type of a bin being opened (see `shape`).
     limit: Option<Resources>,
+}
+
+/// The NodePool limit that keeps every type with room for the class out, if one does: the
+/// resource, the limit, how much of it is used, and what the smallest fitting type needs.
+fn limits_rejection(
+    pool: &PoolTypes,
+    bits: &[u64],
+    left: &BTreeMap<String, Milli>,
+    class: &PodClass,
+) -> Option<PoolRejection> {
+    let req = &class.scheduling.requests;
+    let fitting: Vec<&InstanceType> = (0..pool.types.len())
+        .filter(|&t| has_bit(bits, t as u32) && req.fits_in(&pool.types[t].available))
+        .map(|t| &*pool.types[t].instance_type)
+        .collect();
+    let within = |it: &InstanceType| left.iter().all(|(r, v)| it.capacity.get(r) <= *v);
+    if fitting.is_empty() || fitting.iter().any(|it| within(it)) {
+        return None;
+    }
+    // The smallest fitting type (by CPU) names the limit that shuts it out.
+    let smallest = fitting.iter().min_by_key(|it| it.capacity.cpu)?;
+    let (resource, remaining) = left.iter().find(|(r, v)| smallest.capacity.get(r) > **v)?;
+    let limit = pool
+        .nodepool
+        .limits
+        .get(resource)
+        .copied()
+        .unwrap_or(*remaining);
+    Some(PoolRejection::Limits {
+        resource: resource.clone(),
+        limit,
+        used: limit - remaining,
+        needs: smallest.capacity.get(resource),
+    })
 }

@@ -34,7 +34,7 @@ impl Outcome {
                     o.bindings.insert(pod, target);
                 }
                 Decision::Unschedulable { pod, reason } => {
-                    o.unschedulable.insert(pod, reason);
+                    o.unschedulable.insert(pod, reason.to_string());
                 }
                 Decision::LowerBound(p) => o.lower_bound += p.0,
                 Decision::ClusterLowerBound(_) => {}
