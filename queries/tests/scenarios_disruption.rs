@@ -2328,3 +2328,108 @@ fn a_node_receiving_pods_from_a_command_is_not_consolidated_in_the_same_evaluati
         o.disruptions
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Candidate order: disruption cost scaled by remaining lifetime
+
+/// Three equal m5.2xlarge nodes of a 100h-`expireAfter` NodePool, one pod each (each fits on the
+/// others), a budget of one: single-node consolidation takes the first in its order. Each entry
+/// is (node, created, pod priority).
+fn lifetime_yaml(nodes: &[(&str, u64, &str)]) -> String {
+    let mut yaml = pool(
+        "life",
+        ON_DEMAND,
+        "      expireAfter: 100h",
+        &disruption("WhenEmptyOrUnderutilized", "0s", &["{nodes: \"1\"}"]),
+    ) + NODECLASS;
+    for (name, created, priority) in nodes {
+        yaml += &node(
+            name,
+            "life",
+            "m5.2xlarge",
+            "us-east-1a",
+            "on-demand",
+            &rfc3339(*created),
+            "",
+        );
+        yaml += &bound_pod_with(
+            &format!("{name}-app"),
+            name,
+            "1",
+            "1Gi",
+            Some("ReplicaSet"),
+            "",
+            priority,
+        );
+    }
+    yaml
+}
+
+fn chosen(o: &Outcome) -> Vec<String> {
+    o.disruptions
+        .iter()
+        .filter(|d| d.command.is_some())
+        .map(|d| d.node.clone())
+        .collect()
+}
+
+/// Karpenter pkg/controllers/disruption/types.go (`NewCandidate`: ReschedulingCost ×
+/// pkg/utils/disruption/disruption.go `LifetimeRemaining`): of two equal nodes, the one nearer
+/// expiry is consolidated first, although the other sorts first by name.
+#[test]
+fn the_node_nearer_expiry_is_consolidated_first() {
+    let yaml = lifetime_yaml(&[
+        ("a-young", MONDAY_MS - 10 * HOUR_MS, ""),
+        ("z-old", MONDAY_MS - 90 * HOUR_MS, ""),
+    ]);
+    let o = plan_at(&yaml, MONDAY_MS);
+    assert_commands_consistent(&o);
+    assert_eq!(chosen(&o), ["z-old"], "{:#?}", o.disruptions);
+}
+
+/// Karpenter pkg/controllers/disruption/types.go: the cost is the product of the pods' eviction
+/// cost (priority) and the lifetime left. `a` (young, plain pod: 2 × 1.0), `b` (half its life
+/// left, high-priority pod: 11 × 0.5) and `c` (90 % left, plain: 2 × 0.9): by cost alone `a`
+/// would go (name order among equals), by lifetime alone `b`; by their product `c`.
+#[test]
+fn pod_priority_still_orders_candidates_scaled_by_lifetime() {
+    let yaml = lifetime_yaml(&[
+        ("a", MONDAY_MS, ""),
+        ("b", MONDAY_MS - 50 * HOUR_MS, "  priority: 1000000000"),
+        ("c", MONDAY_MS - 10 * HOUR_MS, ""),
+    ]);
+    let o = plan_at(&yaml, MONDAY_MS);
+    assert_commands_consistent(&o);
+    assert_eq!(chosen(&o), ["c"], "{:#?}", o.disruptions);
+}
+
+/// Karpenter pkg/utils/disruption/disruption.go (`LifetimeRemaining` reads the clock at each
+/// disruption poll): the order changes as time passes, in one running engine. `x` (high
+/// priority, half its life left: 11 × 0.5) loses to `y` (plain, new: 2 × 1.0) now; 45 h later
+/// `x` has 5 % left (0.55) and `y` 55 % (1.1), and `x` goes first.
+#[test]
+fn the_order_changes_as_the_clock_advances() {
+    let yaml = lifetime_yaml(&[
+        ("x", MONDAY_MS - 50 * HOUR_MS, "  priority: 1000000000"),
+        ("y", MONDAY_MS, ""),
+    ]);
+    let mut e = Engine::start(1, dovetail_queries::standing_queries).expect("engine starts");
+    e.advance(MONDAY_MS, vec![]).expect("advance");
+    e.advance(
+        MONDAY_MS + 1,
+        facts(&yaml).into_iter().map(|f| (f, 1)).collect(),
+    )
+    .expect("advance");
+    let o = Outcome::from_decisions(e.decisions());
+    assert_eq!(chosen(&o), ["y"], "{:#?}", o.disruptions);
+    let later = MONDAY_MS + 45 * HOUR_MS;
+    e.advance(later, vec![]).expect("advance");
+    e.advance(later + 1, vec![]).expect("advance");
+    let o = Outcome::from_decisions(e.decisions());
+    assert_eq!(chosen(&o), ["x"], "{:#?}", o.disruptions);
+    assert_eq!(
+        chosen(&plan_at(&yaml, later)),
+        ["x"],
+        "as a fresh engine says"
+    );
+}

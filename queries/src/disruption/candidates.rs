@@ -8,8 +8,11 @@
 //! is consolidatable once `consolidateAfter` has passed since its last pod event (or since it
 //! was created, when no pod event is recorded) — a timer on the logical clock; never with
 //! `consolidateAfter: Never`. A node tainted `karpenter.sh/disrupted` or being deleted is
-//! already disrupting.
+//! already disrupting. It carries its lifetime (when it expires, and its `expireAfter`), by
+//! which the commands query scales its disruption cost as time passes.
 
+use super::expiration::{lifetime_start_ms, node_expire_after_ms};
+use super::lifetime::Lifetime;
 use super::types::{Candidate, MovablePod, OfferKey};
 use crate::types::{PoolTypes, SharedType};
 use differential_dataflow::VecCollection;
@@ -35,6 +38,8 @@ struct PoolView {
     policy: ConsolidationPolicy,
     /// `None`: `consolidateAfter: Never`.
     consolidate_after_ms: Option<i64>,
+    /// Its `expireAfter` as written, for nodes whose NodeClaim has none.
+    expire_after: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -145,6 +150,7 @@ pub fn candidates<'s>(
         let view = PoolView {
             policy: pool.nodepool.disruption.consolidation_policy,
             consolidate_after_ms: consolidate_after_ms(&pool.nodepool),
+            expire_after: pool.nodepool.expire_after.clone(),
         };
         (name, view)
     });
@@ -195,6 +201,13 @@ pub fn candidates<'s>(
             let (Some(node), Some((view, since))) = (node, view) else {
                 return;
             };
+            let lifetime = lifetime_start_ms(node).and_then(|created| {
+                let after = node_expire_after_ms(
+                    node.expire_after.as_deref(),
+                    view.expire_after.as_deref(),
+                );
+                Lifetime::of(created, after)
+            });
             let node_blocker = node
                 .annotations
                 .get(DO_NOT_DISRUPT)
@@ -217,6 +230,7 @@ pub fn candidates<'s>(
                     price: None,
                     pods: pods.into_iter().filter(|(_, n)| *n > 0).collect(),
                     disruption_cost: cost,
+                    lifetime,
                     blocked_by: node_blocker.or(blocker),
                     disrupting: node.deleting
                         || node.taints.iter().any(|t| t.key == DISRUPTED_TAINT),

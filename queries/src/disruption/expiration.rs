@@ -34,6 +34,16 @@ fn duration_or_default(value: Option<&str>) -> Option<i64> {
     }
 }
 
+/// When a node's lifetime starts: its NodeClaim's creation, else its own.
+pub fn lifetime_start_ms(n: &Node) -> Option<i64> {
+    n.nodeclaim_created_ms.or(n.created_ms)
+}
+
+/// A node's `expireAfter` in ms: its NodeClaim's own value, else its NodePool's (`None`: Never).
+pub fn node_expire_after_ms(own: Option<&str>, pool: Option<&str>) -> Option<i64> {
+    duration_or_default(own.or(pool))
+}
+
 /// When each NodePool-managed node expires: (node, ms); none with `expireAfter: Never`.
 pub fn expiry_deadlines<'s>(
     nodes: VecCollection<'s, Epoch, Node>,
@@ -42,13 +52,13 @@ pub fn expiry_deadlines<'s>(
     nodes
         .flat_map(|n| {
             let pool = n.labels.get(NODEPOOL)?.clone();
-            let created = n.nodeclaim_created_ms.or(n.created_ms)?;
+            let created = lifetime_start_ms(&n)?;
             Some((pool, (n.name, created, n.expire_after)))
         })
         .join_map(
             nodepools.map(|p| (p.name.clone(), p)),
             |_, (node, created, own), pool| {
-                duration_or_default(own.as_deref().or(pool.expire_after.as_deref()))
+                node_expire_after_ms(own.as_deref(), pool.expire_after.as_deref())
                     .map(|after| (node.clone(), created.saturating_add(after)))
             },
         )

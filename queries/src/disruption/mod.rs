@@ -12,6 +12,7 @@ pub mod commands;
 pub mod drift;
 pub mod expiration;
 pub mod interruption;
+pub mod lifetime;
 pub mod node_pods;
 pub mod pdb_blockers;
 pub mod pending_room;
@@ -87,7 +88,7 @@ pub fn disruption(i: Inputs<'_>) -> VecCollection<'_, Epoch, Decision> {
         )
         .map(|v| Decision::NodeVerdict(Box::new(v)))
     });
-    let budgets = budgets::budgets(i.nodepools, i.nodes, i.clock);
+    let budgets = budgets::budgets(i.nodepools, i.nodes, i.clock.clone());
     let bound_classes = movable.map(|(_, p)| (p.class, ())).distinct();
     let room = pending_room::with_pending_pods(i.usage, i.placements, i.specs.clone());
     let classes = i
@@ -106,6 +107,7 @@ pub fn disruption(i: Inputs<'_>) -> VecCollection<'_, Epoch, Decision> {
         .concat(classes)
         .concat(i.pools.map(|(_, p)| Part::Pool(p)))
         .concat(budgets.map(|(n, a)| Part::Budget(n, a)))
+        .concat(i.clock.map(Part::Clock))
         .concat(
             i.gates
                 .filter(|g| g == commands::SPOT_TO_SPOT_GATE)

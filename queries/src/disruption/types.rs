@@ -1,5 +1,6 @@
 //! The collections the disruption queries pass to each other.
 
+use super::lifetime::Lifetime;
 use crate::types::ClassId;
 use dovetail_dataflow::disruption_reasons::{ActiveBudget, Blocker, DriftReason};
 use dovetail_dataflow::facts::InterruptionKind;
@@ -50,6 +51,9 @@ pub struct Candidate {
     /// cost, negative ones counted as 0 (Karpenter's `RescheduleDisruptionCost`; the base keeps
     /// an empty node's cost above zero, so ratios and `Balanced` shares never divide by zero).
     pub disruption_cost: i64,
+    /// When it expires and its `expireAfter` (`None`: Never), by which consolidation scales
+    /// `disruption_cost` ([`super::lifetime::scaled_cost`]).
+    pub lifetime: Option<Lifetime>,
     /// Why graceful disruption may not touch it (do-not-disrupt, a PodDisruptionBudget).
     pub blocked_by: Option<Blocker>,
     /// Already tainted `karpenter.sh/disrupted` or being deleted.

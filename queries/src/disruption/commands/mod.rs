@@ -7,12 +7,12 @@
 //!    them up), each with the launches its pods need;
 //! 2. empty nodes (no movable pods, past `consolidateAfter`) go together in one command;
 //! 3. drifted nodes go one command each, with the launches their pods need;
-//! 4. multi-node consolidation: candidates by descending price per unit of disruption cost (at
-//!    most 100), the longest prefix (found by binary search, as Karpenter) whose pods fit on the
+//! 4. multi-node consolidation: candidates by descending price per unit of disruption cost,
+//!    scaled by the share of the node's lifetime left before it expires (at most 100), the longest prefix (found by binary search, as Karpenter) whose pods fit on the
 //!    rest of the cluster plus fewer new NodeClaims than it removes (m → n, n < m; Karpenter
 //!    allows only n ≤ 1) for a lower total price;
 //! 5. otherwise single-node consolidation: the candidate with the best savings per unit of
-//!    disruption cost whose pods fit elsewhere (delete) or on one strictly cheaper NodeClaim
+//!    disruption cost (scaled likewise) whose pods fit elsewhere (delete) or on one strictly cheaper NodeClaim
 //!    (replace).
 //!
 //! A replacement keeps only the instance types that are cheaper than what it replaces at their
@@ -35,6 +35,7 @@ mod multi_node;
 mod parts;
 mod pricing;
 
+use super::lifetime::scaled_cost;
 use super::simulate::{Memo, Reads, Simulation, Taken, World};
 use super::types::{Allowance, Candidate, Forced};
 use crate::types::{ClassId, NodeState, PoolTypes};
@@ -146,6 +147,8 @@ struct Evaluation<'a> {
     /// at the first use, not per option.
     pool_totals: std::cell::OnceCell<BTreeMap<&'a str, (i64, i64)>>,
     taken: Taken,
+    /// The time candidates' disruption costs are scaled at (see [`super::lifetime`]).
+    now: i64,
     phases: Phases,
 }
 
@@ -667,9 +670,10 @@ impl<'a> Evaluation<'a> {
                 (chosen, waiting)
             }
             None => {
+                let now = self.now;
                 options.sort_by(|a, b| {
-                    let ra = a.1 as f64 / a.0.disruption_cost.max(1) as f64;
-                    let rb = b.1 as f64 / b.0.disruption_cost.max(1) as f64;
+                    let ra = a.1 as f64 / scaled_cost(a.0, now) as f64;
+                    let rb = b.1 as f64 / scaled_cost(b.0, now) as f64;
                     rb.total_cmp(&ra).then_with(|| a.0.node.cmp(&b.0.node))
                 });
                 let mut picked = Vec::new();
@@ -788,6 +792,10 @@ impl Maintained for Commands {
     }
 
     fn evaluate(&mut self, out: &mut Vec<(Decision, isize)>) {
+        // A tick of the clock that moved no candidate's rank leaves the answer as it was.
+        if !std::mem::take(&mut self.parts.dirty) {
+            return;
+        }
         let mut phases = Phases::start();
         out.extend(self.parts.unlisted.drain(..).map(|d| (d, -1)));
         let memo = &self.memo;
@@ -847,6 +855,7 @@ impl Maintained for Commands {
             blocked: Vec::new(),
             pool_totals: std::cell::OnceCell::new(),
             taken: Taken::default(),
+            now: parts.now,
             check_hits: std::cell::Cell::new(0),
             phases,
         };

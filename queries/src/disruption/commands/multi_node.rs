@@ -1,5 +1,6 @@
 //! Multi-node consolidation: several nodes removed for fewer, cheaper new NodeClaims.
 
+use super::super::lifetime::scaled_cost;
 use super::super::types::Candidate;
 use super::{price_of, Command, Evaluation, MAX_MULTI_NODE};
 use dovetail_dataflow::decisions::DisruptionReason;
@@ -95,7 +96,9 @@ impl<'a> Evaluation<'a> {
 }
 
 /// A candidate's place in multi-node consolidation's order, kept as it changes: the highest
-/// price per unit of disruption cost first (Karpenter's `SavingsRatio`), then by node name.
+/// price per unit of disruption cost first (Karpenter's `SavingsRatio`), the cost scaled by the
+/// node's remaining lifetime (Karpenter's `LifetimeRemaining`, see [`scaled_cost`]) so that nodes
+/// near expiry come first, then by node name.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Rank(f64);
 
@@ -104,13 +107,13 @@ impl Rank {
     /// priced, consolidatable, unblocked and with pods. Empty nodes are emptiness's alone, under
     /// the Empty budget (Karpenter leaves them out of consolidation "for correct budget
     /// accounting"): one the Empty budget holds back must not go as Underutilized instead.
-    pub(super) fn of(c: &Candidate) -> Option<Rank> {
+    pub(super) fn of(c: &Candidate, now_ms: i64) -> Option<Rank> {
         let eligible = !c.disrupting
             && !c.pods.is_empty()
             && c.consolidatable
             && c.price.is_some()
             && Evaluation::consolidation_blocker(c, false).is_none();
-        eligible.then(|| Rank(price_of(c) as f64 / c.disruption_cost.max(1) as f64))
+        eligible.then(|| Rank(price_of(c) as f64 / scaled_cost(c, now_ms) as f64))
     }
 }
 

@@ -7,6 +7,7 @@ use super::multi_node::Rank;
 use super::{Check, Demand};
 use crate::types::{ClassId, Compatibility, NodeState, PodClass, PoolTypes};
 use dovetail_dataflow::decisions::{Decision, DisruptionReason};
+use dovetail_dataflow::facts::Minute;
 use dovetail_dataflow::model::Price;
 use dovetail_dataflow::stable_hash::stable_hash;
 use serde::{Deserialize, Serialize};
@@ -26,6 +27,9 @@ pub enum Part {
     Pool(PoolTypes),
     Budget(String, Allowance),
     SpotToSpot,
+    /// The engine's clock, to the minute: candidates' disruption costs shrink as they near
+    /// expiry ([`super::super::lifetime`]).
+    Clock(Minute),
 }
 
 /// The commands query's inputs, indexed as they change. Each keyed collection holds at most
@@ -56,6 +60,16 @@ pub(super) struct Parts {
     pub pools: BTreeMap<String, PoolTypes>,
     pub budgets: BTreeMap<String, Allowance>,
     pub spot_to_spot: isize,
+    /// The clock facts held (one but for an epoch's moment between retraction and insertion).
+    clocks: BTreeMap<Minute, isize>,
+    /// The time ranks are computed at (the latest clock).
+    pub now: i64,
+    /// Ranked candidates by when their lifetime's next step passes: a tick re-ranks only the
+    /// candidates whose scaled cost it changes.
+    steps: BTreeSet<(i64, String)>,
+    /// Whether anything the evaluation reads changed since the last one: a tick that moves no
+    /// candidate's cost needs none.
+    pub dirty: bool,
 }
 
 /// A candidate (with its hash, computed as it changes) and what the query keeps about it
@@ -74,6 +88,8 @@ pub(super) struct Slot {
     pub listed: RefCell<Vec<Listing>>,
     /// Its place in [`Parts::ranked`], if it has one.
     pub rank: Option<Rank>,
+    /// Its entry in [`Parts::steps`], if it has one.
+    pub next_step: Option<i64>,
 }
 
 /// A blocked candidate's listing as last answered.
@@ -113,18 +129,33 @@ fn keyed<K: Ord, V>(
     }
 }
 
-/// Moves a candidate to its place in [`Parts::ranked`] as it now stands.
+/// Moves a candidate to its place in [`Parts::ranked`] as it stands at `now`, and to its next
+/// lifetime step in [`Parts::steps`]; true when its rank changed.
 fn rerank(
     candidates: &mut BTreeMap<String, Slot>,
     ranked: &mut BTreeSet<(Rank, String)>,
+    steps: &mut BTreeSet<(i64, String)>,
+    now: i64,
     node: &str,
-) {
+) -> bool {
     let Some(slot) = candidates.get_mut(node) else {
-        return;
+        return false;
     };
-    let rank = Rank::of(&slot.candidate);
+    let rank = Rank::of(&slot.candidate, now);
+    // Only a ranked candidate's step matters: the rest are ordered per evaluation, if at all.
+    let next = rank
+        .and(slot.candidate.lifetime)
+        .and_then(|l| l.next_step_ms(now));
+    if next != slot.next_step {
+        if let Some(old) = std::mem::replace(&mut slot.next_step, next) {
+            steps.remove(&(old, node.to_string()));
+        }
+        if let Some(new) = next {
+            steps.insert((new, node.to_string()));
+        }
+    }
     if rank == slot.rank {
-        return;
+        return false;
     }
     if let Some(old) = std::mem::replace(&mut slot.rank, rank) {
         ranked.remove(&(old, node.to_string()));
@@ -132,6 +163,7 @@ fn rerank(
     if let Some(new) = rank {
         ranked.insert((new, node.to_string()));
     }
+    true
 }
 
 impl Parts {
@@ -175,11 +207,18 @@ impl Parts {
                         demand: RefCell::default(),
                         listed: RefCell::default(),
                         rank: None,
+                        next_step: None,
                     };
                     self.candidates.insert(node.clone(), slot);
                 }
             }
-            rerank(&mut self.candidates, &mut self.ranked, &node);
+            rerank(
+                &mut self.candidates,
+                &mut self.ranked,
+                &mut self.steps,
+                self.now,
+                &node,
+            );
         } else if held.as_ref().is_some_and(|(h, _)| *h == hash) {
             if let Some((_, Some(old))) = &held {
                 self.unindex(old, &c.node);
@@ -188,6 +227,9 @@ impl Parts {
             if let Some(slot) = self.candidates.remove(&c.node) {
                 if let Some(rank) = slot.rank {
                     self.ranked.remove(&(rank, c.node.clone()));
+                }
+                if let Some(step) = slot.next_step {
+                    self.steps.remove(&(step, c.node.clone()));
                 }
                 let listed = slot.listed.into_inner();
                 self.listed -= listed.len();
@@ -205,7 +247,58 @@ impl Parts {
         }
     }
 
+    /// Moves the ranking's clock to `now`, re-ranking the candidates whose lifetime step it
+    /// passes; true when a rank changed.
+    fn advance_to(&mut self, now: i64) -> bool {
+        let earlier = now < self.now;
+        self.now = now;
+        let due: Vec<String> = if earlier {
+            // The engine's clock only moves forward; should it not, every rank is redone.
+            self.candidates.keys().cloned().collect()
+        } else {
+            let mut due = Vec::new();
+            while self.steps.first().is_some_and(|(at, _)| *at <= now) {
+                if let Some((_, node)) = self.steps.pop_first() {
+                    due.push(node);
+                }
+            }
+            due
+        };
+        let mut changed = false;
+        for node in due {
+            if let Some(slot) = self.candidates.get_mut(&node) {
+                // Popped from `steps`: it must be put back wherever it now belongs.
+                if !earlier {
+                    slot.next_step = None;
+                }
+            }
+            changed |= rerank(
+                &mut self.candidates,
+                &mut self.ranked,
+                &mut self.steps,
+                now,
+                &node,
+            );
+        }
+        changed
+    }
+
     pub fn update(&mut self, part: Part, diff: isize) {
+        if let Part::Clock(m) = part {
+            let n = self.clocks.entry(m).or_insert(0);
+            *n += diff;
+            if *n == 0 {
+                self.clocks.remove(&m);
+            }
+            let latest = self.clocks.iter().rev().find(|(_, n)| **n > 0);
+            if let Some((&now, _)) = latest {
+                if now != self.now && self.advance_to(now) {
+                    self.dirty = true;
+                }
+            }
+            return;
+        }
+        self.dirty = true;
         match part {
             Part::Candidate(h, c) => self.update_candidate(h, c, diff),
             Part::Price(key, price) => {
@@ -217,13 +310,15 @@ impl Parts {
                         offer_nodes,
                         candidates,
                         ranked,
+                        steps,
+                        now: clock,
                         ..
                     } = self;
                     for node in offer_nodes.get(&key).into_iter().flatten() {
                         if let Some(slot) = candidates.get_mut(node) {
                             slot.candidate.price = now;
                         }
-                        rerank(candidates, ranked, node);
+                        rerank(candidates, ranked, steps, *clock, node);
                     }
                 }
             }
@@ -252,6 +347,7 @@ impl Parts {
                 }
             }
             Part::SpotToSpot => self.spot_to_spot += diff,
+            Part::Clock(_) => {}
         }
     }
 }
@@ -286,6 +382,7 @@ mod tests {
             price: None,
             pods: Vec::new(),
             disruption_cost: 1_000_000,
+            lifetime: None,
             blocked_by: None,
             disrupting: false,
         }
