@@ -40,7 +40,9 @@ impl Outcome {
                 Decision::ClusterLowerBound(_) => {}
                 Decision::Disruption(d) => o.disruptions.push(d),
                 Decision::Adopt { nodeclaim, .. } => o.adopted.push(nodeclaim),
-                Decision::NodeVerdict(_) => {}
+                Decision::NodeVerdict(_)
+                | Decision::PodVerdict(_)
+                | Decision::LaunchVerdict(_) => {}
             }
         }
         o.launches.sort_by(|a, b| a.name.cmp(&b.name));
