@@ -360,3 +360,89 @@ fn a_schedule_anyway_spread_is_dropped_when_it_cannot_be_met() {
         );
     }
 }
+
+/// `node_yaml` with extra lines under a new `spec:` (cordon, taints).
+fn with_spec(node_yaml: &str, spec: &str) -> String {
+    node_yaml.replacen("status:", &format!("spec:\n{spec}\nstatus:"), 1)
+}
+
+#[test]
+fn a_zone_the_nodepool_no_longer_offers_still_counts_toward_the_skew() {
+    // Karpenter topology.go (countDomains) and topologygroup.go (domainMinCount): the pods on
+    // existing nodes count in their domain even where the NodePool cannot add capacity, here a
+    // cordoned node in us-east-1c that a NodePool limited to 1a and 1b will never replace.
+    // Counts are 1 / 1 / 1, so with maxSkew 1 only one more pod may go to each of 1a and 1b.
+    let pool = nodepool(
+        "default",
+        0,
+        "        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}\n        - {key: topology.kubernetes.io/zone, operator: In, values: [us-east-1a, us-east-1b]}",
+        "",
+        "",
+    ) + NODECLASS;
+    let running = |name: &str, node: &str| pod(name, "1", "1Gi", "app: web", &format!("  nodeName: {node}"));
+    let yaml = pool
+        + &node("full-a", "us-east-1a", "1", "8Gi", "20")
+        + &node("full-b", "us-east-1b", "1", "8Gi", "20")
+        + &with_spec(
+            &node("drained-c", "us-east-1c", "4", "16Gi", "20"),
+            "  unschedulable: true",
+        )
+        + &running("running-a", "full-a")
+        + &running("running-b", "full-b")
+        + &running("running-c", "drained-c")
+        + &pods(
+            4,
+            "web",
+            "1",
+            "1Gi",
+            "app: web",
+            &spread("topology.kubernetes.io/zone", "web"),
+        );
+    let out = plan(&yaml);
+    let per_zone = pods_per_zone(&out, "default/web-");
+    assert_eq!(
+        per_zone,
+        BTreeMap::from([("us-east-1a".to_string(), 1), ("us-east-1b".to_string(), 1)]),
+        "{out:?}"
+    );
+    assert_eq!(out.unschedulable.len(), 2, "{out:?}");
+}
+
+#[test]
+fn a_capacity_type_the_nodepool_no_longer_offers_still_counts_toward_the_skew() {
+    // The same rule for capacity types (Karpenter topologygroup.go): the NodePool is on-demand
+    // only now, and one matching pod still runs on a spot node whose taint the new pods do not
+    // tolerate (taints do not hide a domain: nodeTaintsPolicy defaults to Ignore). With one pod
+    // in each capacity type, one more may go on-demand, not three.
+    let running = |name: &str, node: &str| pod(name, "1", "1Gi", "app: web", &format!("  nodeName: {node}"));
+    let spot = with_spec(
+        &node("spot-a", "us-east-1a", "4", "16Gi", "20")
+            .replace("capacity-type: on-demand", "capacity-type: spot"),
+        "  taints: [{key: example.com/spot-only, value: \"true\", effect: NoSchedule}]",
+    );
+    let yaml = default_pool()
+        + &node("full-a", "us-east-1a", "1", "8Gi", "20")
+        + &spot
+        + &running("running-od", "full-a")
+        + &running("running-spot", "spot-a")
+        + &pods(
+            3,
+            "web",
+            "1",
+            "1Gi",
+            "app: web",
+            &spread("karpenter.sh/capacity-type", "web"),
+        );
+    let out = plan(&yaml);
+    let placed: Vec<&String> = out
+        .bindings
+        .keys()
+        .filter(|p| p.starts_with("default/web-"))
+        .collect();
+    assert_eq!(placed.len(), 1, "{out:?}");
+    assert_eq!(out.unschedulable.len(), 2, "{out:?}");
+    for target in out.bindings.values() {
+        let l = launch(&out, target);
+        assert_eq!(l.capacity_types, vec!["on-demand".to_string()], "{l:?}");
+    }
+}

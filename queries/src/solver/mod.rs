@@ -31,7 +31,7 @@ use dovetail_dataflow::model::{InstanceType, Milli, Requirement, Requirements, R
 use dovetail_dataflow::scheduling_reasons::{PoolRejection, Unschedulable};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use topology::{water_fill, ClassTopology, Topology};
+use topology::{water_fill, ClassTopology, SpreadDomains, Topology};
 
 /// One class to place.
 pub struct ClassInput<'a> {
@@ -336,6 +336,19 @@ impl<'a> Solver<'a> {
         out
     }
 
+    /// The domains of existing nodes whose labels `reqs` accept, cordoned and tainted ones
+    /// included: a topology spread's skew is measured against them even where no NodePool can
+    /// add capacity any more (Kubernetes' default nodeTaintsPolicy Ignore and nodeAffinityPolicy
+    /// Honor; Karpenter's `countDomains` registers them the same way).
+    fn counted_domains(&self, key: &str, reqs: &Requirements) -> BTreeSet<String> {
+        self.nodes
+            .iter()
+            .filter_map(|n| n.node.labels.get(key).map(|v| (n, v)))
+            .filter(|(n, _)| reqs.matches_labels(&n.node.labels))
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+
     /// Places the class's copies holding its preferences as constraints; the copies that fail
     /// are tried again with the next preference dropped (Karpenter relaxes a pod one step per
     /// failed attempt), and only the last attempt's failures stand.
@@ -441,12 +454,15 @@ impl<'a> Solver<'a> {
                 continue;
             }
             let domains = self.domains(ci, &group.key, &reqs);
+            let counted = self.counted_domains(&group.key, &reqs);
+            let everywhere = SpreadDomains {
+                domains: &domains,
+                counted_only: &counted,
+            };
             if !topo.member_of.contains(&g) {
                 // Pods that are not counted may go to any domain within the skew.
-                let min = domains
-                    .iter()
-                    .map(|d| self.topo.count(g, d))
-                    .min()
+                let min = everywhere
+                    .min_count(&self.topo.counts[g], &BTreeMap::new())
                     .unwrap_or(0);
                 let ok = Requirement::finite(
                     domains
@@ -460,31 +476,28 @@ impl<'a> Solver<'a> {
                 }
                 continue;
             }
-            let below_min_domains = min_domains.is_some_and(|m| (domains.len() as i64) < m);
+            let below_min_domains = min_domains.is_some_and(|m| (everywhere.len() as i64) < m);
+            // A chunk may reach only some of the domains; the skew is still measured against
+            // all of them.
+            let all: BTreeSet<String> = domains.union(&counted).cloned().collect();
             let mut counts = self.topo.counts[g].clone();
             let mut dealt = Vec::new();
             for (r, q) in chunks.take().unwrap_or_else(|| vec![(reqs.clone(), left)]) {
+                let reach = self.domains(ci, &group.key, &r);
                 let quotas = water_fill(
                     &counts,
-                    &self.domains(ci, &group.key, &r),
+                    &SpreadDomains {
+                        domains: &reach,
+                        counted_only: &all,
+                    },
                     q,
                     max_skew,
                     min_domains,
                 );
-                // A chunk may reach only some of the domains; the skew is still measured against
-                // all of them.
-                let mut after = counts.clone();
-                for (d, n) in &quotas {
-                    *after.entry(d.clone()).or_insert(0) += n;
-                }
                 let floor = if below_min_domains {
                     0
                 } else {
-                    domains
-                        .iter()
-                        .map(|d| after.get(d).copied().unwrap_or(0))
-                        .min()
-                        .unwrap_or(0)
+                    everywhere.min_count(&counts, &quotas).unwrap_or(0)
                 };
                 for (d, n) in quotas {
                     let now = counts.get(&d).copied().unwrap_or(0);

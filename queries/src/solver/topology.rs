@@ -214,19 +214,56 @@ fn by_weight(terms: &[(i32, PodAffinityTerm)]) -> Vec<&PodAffinityTerm> {
     sorted.into_iter().map(|(_, t)| t).collect()
 }
 
-/// Deals `n` copies over `domains` so that each copy goes to a domain with the fewest matching
-/// pods (what a skew check admits one pod at a time), respecting `max_skew`; when fewer than
-/// `min_domains` domains are eligible the global minimum counts as zero (Kubernetes' rule), which
-/// caps every domain at `max_skew`. Returns copies per domain; the sum may be below `n` when the
-/// constraint admits no more.
+/// The domains a spread is measured against: those copies may go to (`domains`) and those that
+/// only count (`counted_only`: domains of existing nodes no NodePool offers any more, cordoned or
+/// tainted nodes). Kubernetes and Karpenter take the global minimum over both.
+pub struct SpreadDomains<'a> {
+    pub domains: &'a BTreeSet<String>,
+    pub counted_only: &'a BTreeSet<String>,
+}
+
+impl SpreadDomains<'_> {
+    /// How many domains the skew is measured over.
+    pub fn len(&self) -> usize {
+        self.domains.len()
+            + self
+                .counted_only
+                .iter()
+                .filter(|d| !self.domains.contains(*d))
+                .count()
+    }
+
+    /// The fewest matching pods in any domain, after `extra` copies.
+    pub fn min_count(
+        &self,
+        counts: &BTreeMap<String, i64>,
+        extra: &BTreeMap<String, i64>,
+    ) -> Option<i64> {
+        self.domains
+            .iter()
+            .chain(self.counted_only)
+            .map(|d| {
+                counts.get(d).copied().unwrap_or(0) + extra.get(d).copied().unwrap_or(0)
+            })
+            .min()
+    }
+}
+
+/// Deals `n` copies over `spread.domains` so that each copy goes to a domain with the fewest
+/// matching pods (what a skew check admits one pod at a time), respecting `max_skew` against the
+/// global minimum, which counts `spread.counted_only` too (Karpenter's `domainMinCount`); when
+/// fewer than `min_domains` domains exist the global minimum counts as zero (Kubernetes' rule),
+/// which caps every domain at `max_skew`. Returns copies per domain; the sum may be below `n`
+/// when the constraint admits no more.
 pub fn water_fill(
     counts: &BTreeMap<String, i64>,
-    domains: &BTreeSet<String>,
+    spread: &SpreadDomains<'_>,
     n: i64,
     max_skew: i64,
     min_domains: Option<i64>,
 ) -> BTreeMap<String, i64> {
-    let mut current: Vec<(String, i64)> = domains
+    let mut current: Vec<(String, i64)> = spread
+        .domains
         .iter()
         .map(|d| (d.clone(), counts.get(d).copied().unwrap_or(0)))
         .collect();
@@ -234,13 +271,25 @@ pub fn water_fill(
     if current.is_empty() {
         return out;
     }
-    let below_min_domains = min_domains.is_some_and(|m| (current.len() as i64) < m);
+    let below_min_domains = min_domains.is_some_and(|m| (spread.len() as i64) < m);
+    // Copies never go to a counted-only domain, so its count is a fixed floor.
+    let outside_min = spread
+        .counted_only
+        .iter()
+        .filter(|d| !spread.domains.contains(*d))
+        .map(|d| counts.get(d).copied().unwrap_or(0))
+        .min()
+        .unwrap_or(i64::MAX);
     let mut left = n;
     while left > 0 {
         // The domain with the fewest pods (ties: name order) takes copies up to the next level.
         current.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
         let min = current[0].1;
-        let global_min = if below_min_domains { 0 } else { min };
+        let global_min = if below_min_domains {
+            0
+        } else {
+            min.min(outside_min)
+        };
         let cap = global_min + max_skew; // a domain may reach this count
         let ties = current.iter().take_while(|(_, c)| *c == min).count();
         let next_level = current.get(ties).map(|(_, c)| *c).unwrap_or(i64::MAX);
@@ -281,10 +330,26 @@ mod tests {
         v.iter().map(|s| s.to_string()).collect()
     }
 
+    fn fill(
+        counts: &BTreeMap<String, i64>,
+        domains: &[&str],
+        n: i64,
+        max_skew: i64,
+        min_domains: Option<i64>,
+    ) -> BTreeMap<String, i64> {
+        let domains = set(domains);
+        let none = BTreeSet::new();
+        let spread = SpreadDomains {
+            domains: &domains,
+            counted_only: &none,
+        };
+        water_fill(counts, &spread, n, max_skew, min_domains)
+    }
+
     #[test]
     fn spreads_evenly_from_existing_counts() {
         let counts = BTreeMap::from([("a".to_string(), 2)]);
-        let out = water_fill(&counts, &set(&["a", "b", "c"]), 7, 1, None);
+        let out = fill(&counts, &["a", "b", "c"], 7, 1, None);
         // final counts 3,3,3: a gets 1, b 3, c 3
         assert_eq!(out.get("a"), Some(&1));
         assert_eq!(out.get("b"), Some(&3));
@@ -293,13 +358,13 @@ mod tests {
 
     #[test]
     fn min_domains_caps_each_domain_at_max_skew() {
-        let out = water_fill(&BTreeMap::new(), &set(&["a", "b"]), 10, 2, Some(3));
+        let out = fill(&BTreeMap::new(), &["a", "b"], 10, 2, Some(3));
         assert_eq!(out.values().sum::<i64>(), 4);
     }
 
     #[test]
     fn uneven_totals_stay_within_skew() {
-        let out = water_fill(&BTreeMap::new(), &set(&["a", "b", "c"]), 10, 1, None);
+        let out = fill(&BTreeMap::new(), &["a", "b", "c"], 10, 1, None);
         let max = out.values().max().copied().unwrap_or(0);
         let min = ["a", "b", "c"]
             .iter()
@@ -308,5 +373,43 @@ mod tests {
             .unwrap_or(0);
         assert!(max - min <= 1);
         assert_eq!(out.values().sum::<i64>(), 10);
+    }
+
+    #[test]
+    fn a_domain_that_only_counts_holds_the_minimum_down() {
+        // Zone c has one matching pod on a node no NodePool can add to: a and b may each reach
+        // one above it, not more (Karpenter topologygroup.go, domainMinCount).
+        let counts = BTreeMap::from([
+            ("a".to_string(), 1),
+            ("b".to_string(), 1),
+            ("c".to_string(), 1),
+        ]);
+        let domains = set(&["a", "b"]);
+        let only = set(&["c"]);
+        let spread = SpreadDomains {
+            domains: &domains,
+            counted_only: &only,
+        };
+        let out = water_fill(&counts, &spread, 4, 1, None);
+        assert_eq!(out, BTreeMap::from([("a".into(), 1), ("b".into(), 1)]));
+        // Without zone c counted, all four would be dealt.
+        assert_eq!(fill(&counts, &["a", "b"], 4, 1, None).values().sum::<i64>(), 4);
+    }
+
+    #[test]
+    fn counted_domains_count_toward_min_domains() {
+        let domains = set(&["a", "b"]);
+        let only = set(&["c"]);
+        let spread = SpreadDomains {
+            domains: &domains,
+            counted_only: &only,
+        };
+        let counts = BTreeMap::from([("c".to_string(), 5)]);
+        // Three domains exist, so minDomains 3 is met and the minimum is a's and b's 0.
+        let out = water_fill(&counts, &spread, 4, 1, Some(3));
+        assert_eq!(out.values().sum::<i64>(), 4);
+        // minDomains 4 is not met: each domain is capped at maxSkew.
+        let out = water_fill(&counts, &spread, 4, 1, Some(4));
+        assert_eq!(out.values().sum::<i64>(), 2);
     }
 }
