@@ -4,15 +4,9 @@
 //! is not tolerated; the shop pods fit general.
 
 use serde_json::Value;
-use std::process::Command;
+mod cli;
+use cli::dovetail;
 
-fn dovetail(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_dovetail"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("dovetail runs")
-}
 
 fn explain(kind: &str, name: &str) -> Value {
     let out = dovetail(&[
@@ -44,9 +38,9 @@ fn an_unschedulable_pod_names_each_nodepools_first_blocker_nearest_first() {
     let e = explain("pod", "legacy/mainframe");
     assert_eq!(e["outcome"], "unschedulable");
     let general = pool(&e, "general");
-    assert_eq!(general["blocker"]["kind"], "requirement");
-    assert_eq!(general["blocker"]["key"], "kubernetes.io/arch");
-    assert!(general["blocker"]["pod"]["values"]
+    let requirement = &general["blocker"]["requirement"];
+    assert_eq!(requirement["key"], "kubernetes.io/arch");
+    assert!(requirement["pod"]["values"]
         .as_array()
         .is_some_and(|v| v.iter().any(|x| x == "s390x")));
     assert_eq!(
@@ -54,8 +48,7 @@ fn an_unschedulable_pod_names_each_nodepools_first_blocker_nearest_first() {
         "adding s390x to NodePool general's requirement on kubernetes.io/arch"
     );
     let gpu = pool(&e, "gpu");
-    assert_eq!(gpu["blocker"]["kind"], "taint");
-    assert_eq!(gpu["blocker"]["taint"]["key"], "nvidia.com/gpu");
+    assert_eq!(gpu["blocker"]["taint"]["taint"]["key"], "nvidia.com/gpu");
     // A requirement is nearer than a taint: general comes first.
     assert_eq!(e["nodepools"][0]["nodepool"], "general");
 }
@@ -86,7 +79,7 @@ fn a_launched_pod_shows_its_launch_types_in_price_order() {
     assert!((prices[0] - price).abs() < 1e-9, "{} vs {price}", prices[0]);
     // general can take it, gpu's taint rules gpu out.
     assert!(pool(&e, "general")["blocker"].is_null());
-    assert_eq!(pool(&e, "gpu")["blocker"]["kind"], "taint");
+    assert!(pool(&e, "gpu")["blocker"]["taint"].is_object());
 }
 
 #[test]
@@ -112,4 +105,30 @@ fn an_unknown_pod_or_launch_is_refused_by_name() {
         assert!(!out.status.success());
         assert!(String::from_utf8_lossy(&out.stderr).contains(name));
     }
+}
+
+#[test]
+fn a_nodepool_at_its_limit_names_the_limit_its_use_and_the_raise_that_would_do() {
+    let out = dovetail(&[
+        "explain",
+        "pod",
+        "default/big",
+        "-o",
+        "json",
+        "-f",
+        "tests/fixtures/explain-limits.yaml",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let e: Value = serde_json::from_slice(&out.stdout).expect("explain prints JSON");
+    assert_eq!(e["outcome"], "unschedulable");
+    let capped = pool(&e, "capped");
+    let limits = &capped["blocker"]["limits"];
+    assert_eq!(limits["resource"], "cpu", "{capped}");
+    let remedy = capped["remedy"].as_str().unwrap_or_default();
+    let at_least: f64 = remedy
+        .strip_prefix("raising NodePool capped's limits.cpu to at least ")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("remedy {remedy:?} raises limits.cpu"));
+    // The pod asks for 4 CPUs, so no raise below 4 would do, and the limit is 2 today.
+    assert!(at_least >= 4.0, "{remedy}");
 }

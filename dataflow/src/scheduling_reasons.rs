@@ -11,7 +11,7 @@ use std::fmt;
 
 /// The first thing that rules a NodePool out for a pod class.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum PoolRejection {
     /// The NodePool cannot launch anything (its EC2NodeClass is missing or not ready).
     NotReady { reason: String },
@@ -207,7 +207,7 @@ impl fmt::Display for PoolRejection {
 /// Why copies of a pending pod class were not placed: the solver's failure, and the
 /// `Unschedulable` decision's reason.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum Unschedulable {
     /// There is no NodePool at all.
     NoNodePool,
@@ -273,6 +273,28 @@ mod tests {
     use super::*;
     use crate::model::requirements::Operator;
     use crate::model::taints::Effect;
+
+    #[test]
+    fn reasons_cross_processes_as_timely_serialises_them() {
+        // Timely exchanges decisions between processes with bincode, which cannot read
+        // self-describing representations (an internally tagged enum failed to deserialise).
+        let reason = Unschedulable::NodePools {
+            rejections: vec![
+                (
+                    "general".into(),
+                    PoolRejection::Requirement {
+                        key: "kubernetes.io/arch".into(),
+                        pod: Requirement::new(Operator::In, ["s390x"]),
+                        nodepool: Requirement::new(Operator::In, ["amd64", "arm64"]),
+                    },
+                ),
+                ("empty".into(), PoolRejection::NoInstanceTypes),
+            ],
+        };
+        let bytes = bincode::serialize(&reason).expect("serialises");
+        let back: Unschedulable = bincode::deserialize(&bytes).expect("deserialises");
+        assert_eq!(back, reason);
+    }
 
     #[test]
     fn words_name_the_pool_and_both_sides() {
