@@ -23,6 +23,10 @@
 //! only when its NodePool's share of the savings is at least half its share of the disruption
 //! cost (single- and multi-node moves alike).
 //!
+//! Each method is a file, as in Karpenter's `pkg/controllers/disruption/`: `forceful.rs` (1),
+//! `emptiness.rs` (2), `drift.rs` (3), `multi_node.rs` (4), `single_node.rs` (5), and
+//! `balanced.rs` for the Balanced policy's approval; `run` calls them in order.
+//!
 //! Graceful methods (2–5) skip blocked candidates (do-not-disrupt, PodDisruptionBudget,
 //! `consolidateAfter: Never`, `WhenEmpty` for a node with pods), and over-budget ones; those
 //! are listed with what blocks them. A cheap necessary condition (every pod fits the largest
@@ -31,12 +35,15 @@
 //! candidate no replacement could beat is checked for a delete only.
 
 mod balanced;
+mod drift;
+mod emptiness;
+mod forceful;
 mod multi_node;
 mod parts;
 mod pricing;
+mod single_node;
 
-use super::lifetime::scaled_cost;
-use super::simulate::{Memo, Reads, Simulation, Taken, World};
+use super::simulate::{Memo, Simulation, Taken, World};
 use super::types::{Allowance, Candidate, Forced};
 use crate::types::{ClassId, NodeState, PoolTypes};
 use differential_dataflow::VecCollection;
@@ -44,18 +51,18 @@ use dovetail_dataflow::decisions::{Decision, Disruption, DisruptionReason, Launc
 use dovetail_dataflow::disruption_reasons::Blocker;
 use dovetail_dataflow::engine::Epoch;
 use dovetail_dataflow::maintained::{changes, maintain, Maintained};
-use dovetail_dataflow::model::labels::{CAPACITY_TYPE_SPOT, DISRUPTED_TAINT};
+use dovetail_dataflow::model::labels::DISRUPTED_TAINT;
 use dovetail_dataflow::model::{ConsolidationPolicy, Price, Resources};
 use dovetail_dataflow::stable_hash::stable_hash;
 use multi_node::Rank;
 pub use parts::Part;
 use parts::{Listing, Parts, Slot};
-use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
+use single_node::{Check, Demand, PricedLaunches};
+use rustc_hash::{FxBuildHasher, FxHashMap};
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::BuildHasher;
-use std::rc::Rc;
 
 /// Karpenter's cap on candidates in one multi-node command.
 pub const MAX_MULTI_NODE: usize = 100;
@@ -75,49 +82,6 @@ struct Command {
 /// Why a candidate is held back. Most are the candidate's own blocker, which needs no copy per
 /// evaluation.
 type Why<'a> = Cow<'a, Blocker>;
-
-/// A single-node consolidation outcome: the replacement launches and the savings, or why not.
-type Outcome = Result<(Rc<Vec<Launch>>, i64), Blocker>;
-
-/// Narrowed replacement launches, or why none, by (run, price, spot).
-type PricedLaunches = RefCell<FxHashMap<(usize, i64, bool), Result<Rc<Vec<Launch>>, Blocker>>>;
-
-/// A candidate's single-node outcome with what it read: the candidate (by hash), what it read
-/// of its pods' classes (the context), the NodePools when it priced a replacement, and the
-/// existing nodes it walked.
-struct Check {
-    candidate: u64,
-    /// [`World::existing_context`] of its pods, and the [`World::existing_all`] it was last
-    /// found under (while that stands, so does the context, unrecomputed).
-    context: u64,
-    classes: u64,
-    may_replace: bool,
-    /// The candidate's price (its hash leaves it out).
-    price: Option<Price>,
-    /// [`World::new_context`] with the spot-to-spot gate, when the outcome read the NodePools.
-    /// A delete reads none of it, so a price change leaves most outcomes standing.
-    pools: Option<u64>,
-    reads: Reads,
-    /// The existing-node walk it stood on, kept alive while the check is.
-    walk: Option<u64>,
-    outcome: Outcome,
-}
-
-/// What the cheap prune reads of a candidate's pods, kept with the candidate: their total
-/// requests, the largest of each resource, and the cheapest launch that could hold any one of
-/// them. Summing ten thousand candidates' pods per evaluation was a tenth of it.
-#[derive(Default)]
-struct Demand {
-    /// The candidate's hash.
-    candidate: u64,
-    total: Resources,
-    largest: Resources,
-    /// The [`World::existing_all`] the sums were made under (it names the classes known).
-    classes: Option<u64>,
-    cheapest: Option<i64>,
-    /// The [`World::offers_all`] `cheapest` was found under.
-    offers: Option<u64>,
-}
 
 /// The evaluation's state: inputs indexed, budgets left, commands and blocked candidates.
 struct Evaluation<'a> {
@@ -254,13 +218,19 @@ impl<'a> Evaluation<'a> {
     /// A simulation of removing `nodes`: the launches it needs, or why it fails.
     fn simulate(&self, nodes: &[&Candidate]) -> Result<Vec<Launch>, Blocker> {
         let out = self.simulation(nodes);
-        if let Some(f) = out.failures().first() {
-            return Err(Blocker::PodsWouldNotFit {
+        Self::workable(&out)?;
+        Ok(out.launches().to_vec())
+    }
+
+    /// Whether a command may stand on a simulation: every pod placed.
+    fn workable(out: &Simulation) -> Result<(), Blocker> {
+        match out.failures().first() {
+            Some(f) => Err(Blocker::PodsWouldNotFit {
                 pods: f.count,
                 why: f.reason.clone(),
-            });
+            }),
+            None => Ok(()),
         }
-        Ok(out.launches().to_vec())
     }
 
     /// Keeps the existing nodes that take pods from an accepted command out of later commands
@@ -297,196 +267,6 @@ impl<'a> Evaluation<'a> {
             .simulate(&self.taken, &own, &pods, new_nodeclaims)
     }
 
-    /// The cheap necessary conditions for consolidating one node: whether a delete is
-    /// plausible (every pod fits the largest free room elsewhere and all of them the total) and
-    /// whether a replacement is (a new NodeClaim holding any of its pods could cost less than
-    /// the node). None when a pod's class is unknown.
-    fn plausible(&self, c: &Slot) -> Option<(bool, bool)> {
-        let mut d = c.demand.borrow_mut();
-        if d.candidate != c.hash {
-            *d = Demand {
-                candidate: c.hash,
-                ..Demand::default()
-            };
-        }
-        if d.classes != Some(self.world.existing_all) {
-            let (mut total, mut largest) = (Resources::default(), Resources::default());
-            for (id, n) in &c.pods {
-                let (class, _) = self.world.classes.get(id)?;
-                let req = &class.scheduling.requests;
-                total.add_assign(&req.times(*n));
-                // Every pod fits the largest free room iff the largest of each resource does.
-                largest = largest.max_each(req);
-            }
-            (d.total, d.largest) = (total, largest);
-            d.classes = Some(self.world.existing_all);
-        }
-        if d.offers != Some(self.world.offers_all) {
-            d.cheapest = c
-                .pods
-                .iter()
-                .filter_map(|(id, _)| self.world.cheapest_launch_for_one(*id))
-                .min();
-            d.offers = Some(self.world.offers_all);
-        }
-        let cheapest_new = d.cheapest;
-        // The candidate's own room is among the destinations; the prune may over-count it,
-        // which only keeps a candidate for the exact check.
-        let delete = d.largest.fits_in(&self.max_free) && d.total.fits_in(&self.total_free);
-        // The pods a replacement holds are those the other nodes leave over, at least one of
-        // them: it costs at least the cheapest launch for any single one. (A bound over all the
-        // pods, as before, could prune a node whose leftovers alone fit a cheaper NodeClaim.)
-        let replace = matches!((c.price, cheapest_new), (Some(p), Some(q)) if q < p.0);
-        Some((delete, replace))
-    }
-
-    /// Single-node consolidation outcome: (launches, savings), or why not.
-    /// With `may_replace` false (no replacement could be cheaper), only a delete is checked.
-    /// The outcome is kept per candidate with what it read ([`Check`]) and stands while that is
-    /// unchanged: most changes touch a few nodes, and re-checking ten thousand candidates
-    /// (even with every simulation memoised) was most of a change.
-    /// Returns the savings of a consolidation that works; its launches stay in the check
-    /// ([`Evaluation::kept_launches`]), not copied for thousands of candidates of which one is
-    /// chosen.
-    fn consolidate_one(&self, c: &'a Slot, may_replace: bool) -> Result<i64, Blocker> {
-        let candidate = c.hash;
-        let classes = self.world.existing_all;
-        let pools = || {
-            stable_hash(&(
-                self.world.new_context(&self.taken, &c.pods),
-                self.spot_to_spot,
-            ))
-        };
-        if let Some(check) = c.check.borrow_mut().as_mut() {
-            // A check that read no NodePools launched nothing: it is a delete, priced at the
-            // node's price, or pods that fit nowhere, whatever the price. So it stands through a
-            // change of the node's own price, re-priced (a price change of a type two thousand
-            // nodes run re-checked them all).
-            let repriceable = check.pools.is_none()
-                && check
-                    .outcome
-                    .as_ref()
-                    .map_or(true, |(launches, _)| launches.is_empty());
-            let priced = check.price == c.price || repriceable;
-            if check.candidate == candidate
-                && priced
-                && check.may_replace == may_replace
-                && (check.classes == classes
-                    || check.context == self.world.existing_context(&c.pods))
-                && check.pools.is_none_or(|p| p == pools())
-                && self.world.unchanged(&check.reads, &self.taken)
-            {
-                if check.price != c.price {
-                    if let (Ok((_, savings)), Some(price)) = (&mut check.outcome, c.price) {
-                        *savings = price.0;
-                    }
-                    check.price = c.price;
-                }
-                check.classes = classes;
-                if let Some(w) = check.walk {
-                    self.world.keep_walk_alive(w);
-                }
-                self.check_hits.set(self.check_hits.get() + 1);
-                return match &check.outcome {
-                    Ok((_, s)) => Ok(*s),
-                    Err(why) => Err(why.clone()),
-                };
-            }
-        }
-        let (outcome, reads) = self.consolidate_one_now(c, may_replace);
-        let savings = match &outcome {
-            Ok((_, s)) => Ok(*s),
-            Err(why) => Err(why.clone()),
-        };
-        if let Some((reads, reads_pools, walk)) = reads {
-            *c.check.borrow_mut() = Some(Check {
-                candidate,
-                context: self.world.existing_context(&c.pods),
-                classes,
-                may_replace,
-                price: c.price,
-                pools: reads_pools.then(pools),
-                reads,
-                walk,
-                outcome,
-            });
-        }
-        savings
-    }
-
-    /// The launches of the candidate's consolidation this evaluation found to work.
-    fn kept_launches(c: &Slot) -> Vec<Launch> {
-        c.check
-            .borrow()
-            .as_ref()
-            .and_then(|check| check.outcome.as_ref().ok())
-            .map(|(launches, _)| launches.as_ref().clone())
-            .unwrap_or_default()
-    }
-
-    /// [`Evaluation::consolidate_one`] without the kept outcomes, with what it read of the
-    /// existing nodes and whether it read the NodePools (None: it read nothing that says when
-    /// to check again).
-    fn consolidate_one_now(
-        &self,
-        c: &'a Candidate,
-        may_replace: bool,
-    ) -> (Outcome, Option<(Reads, bool, Option<u64>)>) {
-        let Some(price) = c.price else {
-            return (Err(Blocker::PriceUnknown), None);
-        };
-        let out = self.simulation_with(&[c], may_replace);
-        let reads = Some((out.reads, out.reads_pools, out.walk));
-        if let Some(f) = out.failures().first() {
-            return (
-                Err(Blocker::PodsWouldNotFit {
-                    pods: f.count,
-                    why: f.reason.clone(),
-                }),
-                reads,
-            );
-        }
-        let outcome = match out.launches() {
-            [] => Ok((Rc::new(Vec::new()), price.0)),
-            // Narrowing only drops types and offerings, so a launch that is not cheaper at its
-            // cheapest never becomes so: no need to copy it to find out.
-            [l] if l.price.0 >= price.0 => Err(Blocker::NotCheaper {
-                replacement: l.price,
-                node: price,
-            }),
-            [l] => {
-                // Candidates whose pods leave the same pods over share a new-NodeClaim run, and
-                // many have the same price: narrowing its launch once for them all saved most
-                // of an evaluation after a price change (every candidate's context changes).
-                let key = out
-                    .new_run_id()
-                    .map(|id| (id, price.0, c.capacity_type == CAPACITY_TYPE_SPOT));
-                let cached = key.and_then(|k| self.priced.borrow().get(&k).cloned());
-                let narrowed = cached.unwrap_or_else(|| {
-                    let mut l = l.clone();
-                    let narrowed = match self.price_replacement(&[c], &mut l, price.0) {
-                        Err(why) => Err(why),
-                        Ok(()) if l.price.0 >= price.0 => Err(Blocker::NotCheaper {
-                            replacement: l.price,
-                            node: price,
-                        }),
-                        Ok(()) => Ok(Rc::new(vec![l])),
-                    };
-                    if let Some(k) = key {
-                        self.priced.borrow_mut().insert(k, narrowed.clone());
-                    }
-                    narrowed
-                });
-                narrowed.map(|ls| {
-                    let savings = price.0 - ls.iter().map(|l| l.price.0).sum::<i64>();
-                    (ls, savings)
-                })
-            }
-            more => Err(Blocker::NeedsNewNodes { count: more.len() }),
-        };
-        (outcome, reads)
-    }
-
     /// Consolidation blockers of a candidate, in the order a user would look for them.
     fn consolidation_blocker(c: &'a Candidate, empty: bool) -> Option<Why<'a>> {
         if let Some(b) = &c.blocked_by {
@@ -505,196 +285,30 @@ impl<'a> Evaluation<'a> {
         None
     }
 
+    /// Karpenter's methods in order, each in its own file; each sees what the earlier ones took.
     fn run(&mut self) {
-        // The few forced nodes, in name order as the candidates are: looking each of ten
-        // thousand candidates up among them was a pass's worth of cache misses.
-        let forced: Vec<(&'a Slot, &'a Forced)> = self
-            .forced
-            .iter()
-            .filter_map(|(node, f)| Some((self.candidates.get(*node)?, *f)))
-            .filter(|(c, _)| !c.disrupting)
-            .collect();
-
-        // 1. Interruption and expiration: forceful.
-        for &(slot, f) in &forced {
-            let c = &slot.candidate;
-            let reason = match f {
-                Forced::Interrupted(_) => DisruptionReason::Interrupted,
-                Forced::Expired { .. } => DisruptionReason::Expired,
-                Forced::Drifted(_) => continue,
-            };
-            let launches = self.simulate(&[c]).unwrap_or_default();
-            let savings = price_of(c) - launches.iter().map(|l| l.price.0).sum::<i64>();
-            // Outside budgets, but it uses them up: graceful methods see one node fewer.
-            self.use_budget(&c.nodepool);
-            self.reserve_landing(&[c]);
-            self.world.take(&mut self.taken, [c.node.clone()]);
-            self.commands.push(Command {
-                nodes: vec![c.node.clone()],
-                reason,
-                launches,
-                savings,
-            });
-        }
-
+        let forced = self.forced_slots();
+        self.forceful(&forced);
         self.mark("forced");
-        // 2. Emptiness: one command.
-        let mut empty = Vec::new();
-        for node in self.empty {
-            let Some(c) = self.candidates.get(node) else {
-                continue;
-            };
-            if c.disrupting || self.is_taken(c) || !c.consolidatable {
-                continue;
-            }
-            if let Some(b) = Self::consolidation_blocker(c, true) {
-                self.blocked.push((c, DisruptionReason::Empty, b));
-            } else if self.take_budget(&c.nodepool, DisruptionReason::Empty) {
-                empty.push(c.node.clone());
-            } else {
-                self.over_budget(c, DisruptionReason::Empty);
-            }
-        }
-        if !empty.is_empty() {
-            let savings = empty
-                .iter()
-                .filter_map(|n| self.candidate(n))
-                .map(price_of)
-                .sum();
-            self.world.take(&mut self.taken, empty.iter().cloned());
-            self.commands.push(Command {
-                nodes: empty,
-                reason: DisruptionReason::Empty,
-                launches: Vec::new(),
-                savings,
-            });
-        }
-
+        self.emptiness();
         self.mark("empty");
-        // 3. Drift: one command per node.
-        for &(slot, f) in &forced {
-            let c = &slot.candidate;
-            if self.is_taken(slot) || !matches!(f, Forced::Drifted(_)) {
-                continue;
-            }
-            if let Some(b) = &c.blocked_by {
-                self.blocked
-                    .push((slot, DisruptionReason::Drifted, Cow::Borrowed(b)));
-                continue;
-            }
-            if self.budget_left(&c.nodepool, DisruptionReason::Drifted) <= 0 {
-                self.over_budget(slot, DisruptionReason::Drifted);
-                continue;
-            }
-            match self.simulate(&[c]) {
-                Ok(launches) => {
-                    self.take_budget(&c.nodepool, DisruptionReason::Drifted);
-                    let savings = price_of(c) - launches.iter().map(|l| l.price.0).sum::<i64>();
-                    self.reserve_landing(&[c]);
-                    self.world.take(&mut self.taken, [c.node.clone()]);
-                    self.commands.push(Command {
-                        nodes: vec![c.node.clone()],
-                        reason: DisruptionReason::Drifted,
-                        launches,
-                        savings,
-                    });
-                }
-                Err(why) => self
-                    .blocked
-                    .push((slot, DisruptionReason::Drifted, Cow::Owned(why))),
-            }
-        }
-
+        self.drift(&forced);
         self.mark("drift");
-        // 4 and 5. Consolidation of nodes with pods.
-        let mut options: Vec<(&'a Slot, i64)> = Vec::new();
-        for c in self.candidates.values() {
-            if c.disrupting
-                || c.pods.is_empty()
-                || !c.consolidatable
-                || c.price.is_none()
-                || self.is_taken(c)
-            {
-                continue;
-            }
-            let Some((delete, replace)) = self.plausible(c) else {
-                continue;
-            };
-            // A candidate that fails the prune or the exact check is listed with why, so that
-            // every candidate with pods past `consolidateAfter` says what keeps it.
-            if !delete && !replace {
-                let node = c.price.unwrap_or_default();
-                self.blocked.push((
-                    c,
-                    DisruptionReason::Underutilized,
-                    Cow::Owned(Blocker::NoCheaperPlace { node }),
-                ));
-                continue;
-            }
-            let savings = match self.consolidate_one(c, replace) {
-                Ok(savings) => savings,
-                Err(why) => {
-                    self.blocked
-                        .push((c, DisruptionReason::Underutilized, Cow::Owned(why)));
-                    continue;
-                }
-            };
-            if let Some(b) = Self::consolidation_blocker(c, false) {
-                self.blocked.push((c, DisruptionReason::Underutilized, b));
-                continue;
-            }
-            options.push((c, savings));
-        }
+        let options = self.single_node_options();
         self.mark("single");
+        self.consolidate(options);
+    }
+
+    /// Multi-node consolidation if it finds a command, else the best single-node option; every
+    /// option is listed once: blocked by budget, chosen, or waiting its turn.
+    fn consolidate(&mut self, mut options: Vec<(&'a Slot, i64)>) {
         self.balanced_filter(&mut options);
         self.mark("balanced");
         let multi = self.multi_node();
         self.mark("multi");
-        // Every option is listed once: blocked by budget, chosen, or waiting its turn.
-        let (chosen, waiting): (Vec<String>, Vec<&'a Slot>) = match multi {
-            Some(cmd) => {
-                for n in &cmd.nodes {
-                    if let Some(c) = self.candidate(n) {
-                        let pool = c.nodepool.clone();
-                        self.take_budget(&pool, DisruptionReason::Underutilized);
-                    }
-                }
-                let chosen = cmd.nodes.clone();
-                self.commands.push(cmd);
-                let taken: FxHashSet<&str> = chosen.iter().map(String::as_str).collect();
-                let waiting = options
-                    .iter()
-                    .map(|(c, _)| *c)
-                    .filter(|c| !taken.contains(c.node.as_str()))
-                    .collect();
-                (chosen, waiting)
-            }
-            None => {
-                let now = self.now;
-                options.sort_by(|a, b| {
-                    let ra = a.1 as f64 / scaled_cost(a.0, now) as f64;
-                    let rb = b.1 as f64 / scaled_cost(b.0, now) as f64;
-                    rb.total_cmp(&ra).then_with(|| a.0.node.cmp(&b.0.node))
-                });
-                let mut picked = Vec::new();
-                let mut tried = options.len();
-                for (i, (c, savings)) in options.iter().enumerate() {
-                    if self.take_budget(&c.nodepool, DisruptionReason::Underutilized) {
-                        picked.push(c.node.clone());
-                        self.commands.push(Command {
-                            nodes: vec![c.node.clone()],
-                            reason: DisruptionReason::Underutilized,
-                            launches: Self::kept_launches(c),
-                            savings: *savings,
-                        });
-                        tried = i + 1;
-                        break;
-                    }
-                    self.over_budget(c, DisruptionReason::Underutilized);
-                }
-                let waiting = options.iter().skip(tried).map(|(c, _)| *c).collect();
-                (picked, waiting)
-            }
+        let (chosen, waiting) = match multi {
+            Some(cmd) => self.take_multi_node(cmd, &options),
+            None => self.take_single_node(options),
         };
         for c in waiting {
             self.blocked.push((

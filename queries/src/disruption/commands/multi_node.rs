@@ -2,11 +2,37 @@
 
 use super::super::lifetime::scaled_cost;
 use super::super::types::Candidate;
+use super::parts::Slot;
 use super::{price_of, Command, Evaluation, MAX_MULTI_NODE};
 use dovetail_dataflow::decisions::DisruptionReason;
+use rustc_hash::FxHashSet;
 use std::collections::BTreeMap;
 
 impl<'a> Evaluation<'a> {
+    /// Takes the multi-node command's budget and returns its nodes and the single-node options
+    /// it leaves waiting.
+    pub(super) fn take_multi_node(
+        &mut self,
+        cmd: Command,
+        options: &[(&'a Slot, i64)],
+    ) -> (Vec<String>, Vec<&'a Slot>) {
+        for n in &cmd.nodes {
+            if let Some(c) = self.candidate(n) {
+                let pool = c.nodepool.clone();
+                self.take_budget(&pool, DisruptionReason::Underutilized);
+            }
+        }
+        let chosen = cmd.nodes.clone();
+        self.commands.push(cmd);
+        let taken: FxHashSet<&str> = chosen.iter().map(String::as_str).collect();
+        let waiting = options
+            .iter()
+            .map(|(c, _)| *c)
+            .filter(|c| !taken.contains(c.node.as_str()))
+            .collect();
+        (chosen, waiting)
+    }
+
     /// Multi-node consolidation over unblocked, consolidatable candidates within budget.
     pub(super) fn multi_node(&mut self) -> Option<Command> {
         let mut pool_left: BTreeMap<String, i64> = BTreeMap::new();

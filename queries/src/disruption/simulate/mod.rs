@@ -1,0 +1,1043 @@
+//! Where a set of nodes' pods would go if those nodes went away: the packing solver run over
+//! the rest of the cluster, with the NodePools open for replacements. The same solver as
+//! provisioning, not a copy of it.
+//!
+//! Three things keep this cheap at ten thousand nodes without changing any answer:
+//! - **Only useful destinations.** Nodes that cannot hold even the smallest of the pods are
+//!   left out, unless a pod's spread or affinity counts pods everywhere.
+//! - **Existing nodes in chunks.** The solver fills existing nodes first-fit in name order
+//!   before it opens any NodeClaim, so that part runs chunk by chunk over the node list, each
+//!   chunk taking what the ones before it left, stopping once every pod has a place; the
+//!   costly new-NodeClaim part depends only on the leftovers and the NodePools.
+//! - **A memo across evaluations.** A run's answer is a function of what it is given; results
+//!   are kept by a stable hash of exactly that (the pods and the part of their compatibility
+//!   the run reads, the nodes' fingerprints, and for new NodeClaims the NodePools and limits),
+//!   so a change elsewhere in the cluster re-runs only the chunks that could see it. A
+//!   candidate's whole walk over the chunks is kept too, and stands while the chunks it read
+//!   are unchanged.
+
+mod chunks;
+mod memo;
+mod taken;
+
+pub use chunks::ends_chunk;
+use chunks::{chunks, Chunk};
+pub use memo::Memo;
+pub use taken::Taken;
+use taken::{mix, removed_before, Removed};
+
+use crate::solver::{solve, ClassInput, SolverInput, SolverOutput};
+use crate::types::{ClassId, Compatibility, NodeState, PodClass, PoolTypes};
+use dovetail_dataflow::decisions::Placement;
+use dovetail_dataflow::model::instance_type::OfferingFilter;
+use dovetail_dataflow::model::labels::HOSTNAME;
+use dovetail_dataflow::model::{Resources, WhenUnsatisfiable};
+use dovetail_dataflow::stable_hash::stable_hash;
+use rustc_hash::FxHashMap as HashMap;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
+
+/// A class of pods to place: its id, spec, compatibility and count.
+type SimClass<'a> = (ClassId, &'a PodClass, &'a Compatibility, i64);
+
+/// Everything a simulation reads, indexed once per evaluation.
+pub struct World<'a> {
+    pub pools: Vec<&'a PoolTypes>,
+    pub classes: BTreeMap<ClassId, (&'a PodClass, &'a Compatibility)>,
+    /// Nodes that can take pods (registered, schedulable, not disrupting), in name order.
+    pub destinations: Vec<&'a NodeState>,
+    /// Every other node (counts against NodePool limits only).
+    pub others: Vec<&'a NodeState>,
+    /// Free room on each destination (allocatable − used), in the same order.
+    pub free: Vec<Resources>,
+    /// A hash of everything about each destination the solver reads.
+    fingerprints: Vec<u64>,
+    /// The destinations cut into chunks for existing-node runs (see [`Chunk`]).
+    chunks: Vec<Chunk>,
+    /// Per class, a hash of its compatibility (it changes with the NodePools' offers).
+    compat_hashes: BTreeMap<ClassId, u64>,
+    /// Per class, a hash of what a run over existing nodes alone reads of its compatibility:
+    /// the requirements nodes are matched against and the NodePool rejections a failure
+    /// reports. Prices and offerings, which change often, are not in it.
+    existing_hashes: BTreeMap<ClassId, u64>,
+    /// A hash of the NodePools' offers and of every node's share of their limits.
+    pools_hash: u64,
+    /// A hash of every class's existing-run hash: while it stands, so does every
+    /// [`World::existing_context`] (checked once per evaluation, not per candidate).
+    pub existing_all: u64,
+    /// A hash of the NodePools' offers and every class's compatibility: while it stands, so
+    /// does every [`World::cheapest_launch_for_one`].
+    pub offers_all: u64,
+    /// Nodes whose allocatable counts against a NodePool limit (a simulation without them
+    /// leaves more room under the limit).
+    limited_nodes: BTreeSet<&'a str>,
+    /// A hash of every destination's fingerprint, for whole-cluster runs; computed at the
+    /// first one of an evaluation.
+    all_destinations_hash: std::cell::OnceCell<u64>,
+    /// Per class, the cheapest launch that could hold one of its pods (see
+    /// [`World::cheapest_launch_for_one`]).
+    cheapest_one: RefCell<HashMap<ClassId, Option<i64>>>,
+    memo: &'a RefCell<Memo>,
+}
+
+/// A simulation's answer: the existing-node part and, when some pods were left over, the
+/// new-NodeClaim part. The parts stay shared with the memo; their placements are joined only
+/// when a caller asks (an accepted command), not for every candidate checked, whose check reads
+/// only the failures and launches.
+#[derive(Clone)]
+pub struct Simulation {
+    existing: Rc<SolverOutput>,
+    new: Option<Rc<SolverOutput>>,
+    /// Which existing nodes the answer read.
+    pub reads: Reads,
+    /// Whether the answer read the NodePools (it priced new NodeClaims, or ran over the whole
+    /// cluster with them open): if so it also depends on [`World::new_context`].
+    pub reads_pools: bool,
+    /// The memo's key for the existing-node walk it used, if any (see [`World::keep_walk`]).
+    pub walk: Option<u64>,
+}
+
+/// Which existing nodes a simulation read: the first `covered` chunks, whose nodes hashed to
+/// `prefix`, which of them it left out (taken by earlier commands or its own), and whether it
+/// placed every pod there (if not, it read every chunk and stands only while there are no
+/// more). While [`World::unchanged`] holds, the same simulation gives the same answer, whatever
+/// happened further down the node list, including nodes taken there: at 10,000 nodes an
+/// emptiness command taking one more node had made every kept answer stale.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reads {
+    covered: usize,
+    complete: bool,
+    prefix: u64,
+    /// A hash of the positions of the removed nodes among those read (the prefix fixes the
+    /// positions).
+    removed: u64,
+    /// The part of `removed` that the evaluation's taken nodes make up. While the prefix
+    /// stands, the simulation's own nodes among those read stand where they were, so only
+    /// this part can change: a check need not look its own node up again.
+    taken: u64,
+}
+
+impl Simulation {
+    /// Pods that fit nowhere, not even on a new NodeClaim (when those were allowed).
+    pub fn failures(&self) -> &[crate::solver::Failure] {
+        match &self.new {
+            Some(n) => &n.failures,
+            None => &self.existing.failures,
+        }
+    }
+
+    /// Names the new-NodeClaim run this answer used, while its memo entry lives (at least for
+    /// the evaluation): equal ids, equal launches.
+    pub fn new_run_id(&self) -> Option<usize> {
+        self.new.as_ref().map(|n| Rc::as_ptr(n) as usize)
+    }
+
+    /// The new NodeClaims the pods need.
+    pub fn launches(&self) -> &[dovetail_dataflow::decisions::Launch] {
+        match &self.new {
+            Some(n) => &n.launches,
+            None => &self.existing.launches,
+        }
+    }
+
+    /// Every placement, existing nodes first, each class's placements numbered on in bin
+    /// order.
+    pub fn placements(&self) -> Vec<Placement> {
+        let Some(new) = &self.new else {
+            return self.existing.placements.clone();
+        };
+        let mut placements = Vec::new();
+        let mut next_order: BTreeMap<ClassId, u32> = BTreeMap::new();
+        append_placements(&mut placements, &mut next_order, &self.existing.placements);
+        append_placements(&mut placements, &mut next_order, &new.placements);
+        placements
+    }
+}
+
+/// Appends one run's placements after earlier runs', numbering each class's placements on in
+/// bin order.
+fn append_placements(
+    out: &mut Vec<Placement>,
+    next_order: &mut BTreeMap<ClassId, u32>,
+    more: &[Placement],
+) {
+    let base = next_order.clone();
+    for p in more {
+        let mut p = p.clone();
+        p.order += base.get(&p.class).copied().unwrap_or(0);
+        let o = next_order.entry(p.class).or_insert(0);
+        *o = (*o).max(p.order + 1);
+        out.push(p);
+    }
+}
+
+/// Each class with its count and its hash from `hashes`.
+fn keyed(classes: &[SimClass<'_>], hashes: &BTreeMap<ClassId, u64>) -> Vec<(ClassId, i64, u64)> {
+    classes
+        .iter()
+        .map(|(id, _, _, n)| (*id, *n, hashes.get(id).copied().unwrap_or(0)))
+        .collect()
+}
+
+/// True when the class's placement depends on pods on nodes it does not land on, so a
+/// simulation must see every node: a spread or anti-affinity over a zone-like key (counts per
+/// domain), or any required pod affinity (is a peer running anywhere?). Hostname spread and
+/// hostname anti-affinity only read the counts of the node a pod lands on (the solver takes the
+/// global minimum of a hostname spread as zero, as some node always holds none), and preferred
+/// terms are relaxed at once, so neither needs the whole cluster; DLRM's pods, each under a
+/// hostname spread, took the costly path for every simulation before.
+fn needs_whole_cluster(class: &PodClass) -> bool {
+    let s = &class.scheduling;
+    s.topology_spread.iter().any(|t| {
+        t.when_unsatisfiable == WhenUnsatisfiable::DoNotSchedule && t.topology_key != HOSTNAME
+    }) || !s.pod_affinity.is_empty()
+        || s.pod_anti_affinity
+            .iter()
+            .any(|t| t.topology_key != HOSTNAME)
+}
+
+/// A hash of everything about a node the solver reads. The commands query computes it as a
+/// node's state changes, not per evaluation (hashing 10,000 nodes' labels and pods was a sixth
+/// of an evaluation).
+pub fn fingerprint(n: &NodeState) -> u64 {
+    stable_hash(n)
+}
+
+impl<'a> World<'a> {
+
+    /// The world of one evaluation. `nodes` come in name order, each with its
+    /// [`fingerprint`] and whether it [`ends_chunk`], as the commands query keeps them (sorting
+    /// and hashing ten thousand names per evaluation was a third of building it).
+    pub fn new(
+        pools: Vec<&'a PoolTypes>,
+        classes: BTreeMap<ClassId, (&'a PodClass, &'a Compatibility)>,
+        nodes: Vec<(u64, bool, &'a NodeState)>,
+        is_destination: impl Fn(&NodeState) -> bool,
+        memo: &'a RefCell<Memo>,
+    ) -> World<'a> {
+        let mut destinations = Vec::with_capacity(nodes.len());
+        let mut fingerprints = Vec::with_capacity(nodes.len());
+        let mut ends = Vec::with_capacity(nodes.len());
+        let mut free = Vec::with_capacity(nodes.len());
+        let mut others = Vec::new();
+        for (fingerprint, end, n) in nodes {
+            if is_destination(n) {
+                destinations.push(n);
+                fingerprints.push(fingerprint);
+                ends.push(end);
+                free.push(n.node.allocatable.sub(&n.used));
+            } else {
+                others.push(n);
+            }
+        }
+        debug_assert!(destinations.is_sorted_by(|a, b| a.node.name <= b.node.name));
+        let chunks = chunks(&ends, &free, &fingerprints);
+        let compat_hashes = classes
+            .iter()
+            .map(|(id, (_, compat))| (*id, stable_hash(compat)))
+            .collect();
+        let existing_hashes = classes
+            .iter()
+            .map(|(id, (_, compat))| {
+                let read = (&compat.requirements, compat.relaxation, &compat.rejections);
+                (*id, stable_hash(&read))
+            })
+            .collect();
+        // Limits are charged with the allocatable of every node of a NodePool, wherever it is.
+        let limited: BTreeSet<&str> = pools
+            .iter()
+            .filter(|p| !p.nodepool.limits.is_empty())
+            .map(|p| p.nodepool.name.as_str())
+            .collect();
+        let mut limit_usage: Vec<(&str, &Resources)> = Vec::new();
+        let mut limited_nodes = BTreeSet::new();
+        if !limited.is_empty() {
+            for n in destinations.iter().chain(&others) {
+                if let Some(pool) = n
+                    .node
+                    .labels
+                    .get(dovetail_dataflow::model::labels::NODEPOOL)
+                {
+                    if limited.contains(pool.as_str()) {
+                        limit_usage.push((n.node.name.as_str(), n.node.limit_usage()));
+                        limited_nodes.insert(n.node.name.as_str());
+                    }
+                }
+            }
+        }
+        let mut sorted_pools: Vec<&&PoolTypes> = pools.iter().collect();
+        sorted_pools.sort_by(|a, b| a.nodepool.name.cmp(&b.nodepool.name));
+        let pools_hash = stable_hash(&(sorted_pools, limit_usage));
+        let existing_all = stable_hash(&existing_hashes);
+        let offers_all = stable_hash(&(pools_hash, &compat_hashes));
+        World {
+            pools,
+            classes,
+            destinations,
+            others,
+            free,
+            fingerprints,
+            compat_hashes,
+            existing_hashes,
+            pools_hash,
+            existing_all,
+            offers_all,
+            limited_nodes,
+            chunks,
+            all_destinations_hash: std::cell::OnceCell::new(),
+            cheapest_one: RefCell::new(HashMap::default()),
+            memo,
+        }
+    }
+
+    /// The price of the cheapest offering, among the class's compatible instance types that
+    /// fit one of its pods, that its requirements admit; None when no NodePool can launch one.
+    /// A new NodeClaim holding any pod of the class costs at least this, whatever else it
+    /// holds: its types are all compatible with the class and fit that pod, and its price is
+    /// the cheapest of their offerings it allows.
+    pub fn cheapest_launch_for_one(&self, id: ClassId) -> Option<i64> {
+        if let Some(p) = self.cheapest_one.borrow().get(&id) {
+            return *p;
+        }
+        let price = self.classes.get(&id).and_then(|(class, compat)| {
+            let filter = OfferingFilter::new(&compat.requirements);
+            let req = &class.scheduling.requests;
+            compat
+                .pools
+                .iter()
+                .filter_map(|(name, types)| {
+                    self.pools
+                        .iter()
+                        .find(|p| &p.nodepool.name == name && p.not_ready.is_none())
+                        .map(|p| (*p, types))
+                })
+                .flat_map(|(pool, types)| {
+                    types
+                        .iter()
+                        .filter_map(|&t| pool.types.get(t as usize))
+                        .filter(|t| req.fits_in(&t.available))
+                        .filter_map(|t| t.instance_type.cheapest_offering_in(&filter))
+                        .map(|o| o.price.0)
+                })
+                .min()
+        });
+        self.cheapest_one.borrow_mut().insert(id, price);
+        price
+    }
+
+    /// A destination's position, found by name (the destinations are in name order; a few
+    /// hundred lookups per evaluation do not pay for hashing ten thousand names).
+    fn position(&self, name: &str) -> Option<usize> {
+        self.destinations
+            .binary_search_by(|n| n.node.name.as_str().cmp(name))
+            .ok()
+    }
+
+    /// What a simulation removing `nodes` leaves out, with the `taken` ones.
+    fn removed<'r>(&self, taken: &'r Taken, nodes: &[&'r str]) -> Removed<'r> {
+        let mut own: Vec<&str> = nodes
+            .iter()
+            .copied()
+            .filter(|n| !taken.contains(n))
+            .collect();
+        own.sort_unstable();
+        own.dedup();
+        let own_gone = own.iter().filter_map(|n| self.position(n)).collect();
+        Removed {
+            taken,
+            own,
+            own_gone,
+        }
+    }
+
+    /// Adds nodes to an evaluation's taken set.
+    pub fn take(&self, taken: &mut Taken, names: impl IntoIterator<Item = String>) {
+        let gone = taken.gone.len();
+        for name in names {
+            if taken.names.contains(&name) {
+                continue;
+            }
+            let h = stable_hash(&name);
+            if let Some(i) = self.position(&name) {
+                taken.gone.insert(i);
+            }
+            if self.limited_nodes.contains(name.as_str()) {
+                taken.limited.insert(name.clone());
+                taken.limited_key = taken.limited_key.wrapping_add(h);
+            }
+            taken.names.insert(name);
+            taken.hashes.insert(h);
+            taken.key = taken.key.wrapping_add(h);
+        }
+        if taken.gone.len() != gone {
+            let mut sum = 0u64;
+            taken.gone_sums = taken
+                .gone
+                .iter()
+                .map(|&i| {
+                    sum = sum.wrapping_add(mix(i as u64));
+                    (i, sum)
+                })
+                .collect();
+        }
+    }
+
+    /// Packs `pods` (by class) with the `taken` nodes and the check's own `nodes` gone. Destinations that cannot
+    /// hold even the smallest of those pods are left out (they could not change the outcome)
+    /// unless a class needs the whole cluster for spread or affinity counts.
+    ///
+    /// Without `new_nodeclaims` the answer may stop at the existing nodes: pods they cannot
+    /// hold are failures, not launches (a delete-only check need not price replacements).
+    pub fn simulate(
+        &self,
+        taken: &Taken,
+        nodes: &[&str],
+        pods: &[(ClassId, i64)],
+        new_nodeclaims: bool,
+    ) -> Simulation {
+        let removed = self.removed(taken, nodes);
+        let mut classes = Vec::new();
+        let mut whole = false;
+        for &(id, count) in pods {
+            if let Some((class, compat)) = self.classes.get(&id) {
+                whole |= needs_whole_cluster(class);
+                classes.push((id, *class, *compat, count));
+            }
+        }
+        let class_key = self.class_key(&classes);
+        // New NodeClaims depend on the removed nodes only through NodePool limits.
+        let own_limited: Vec<&str> = removed
+            .own
+            .iter()
+            .copied()
+            .filter(|n| self.limited_nodes.contains(n))
+            .collect();
+        let limit_removed = (taken.limited_key, own_limited);
+        if whole {
+            // What the solver sees is every destination less the removed ones: the hash of the
+            // whole list and the removed positions name it without hashing every fingerprint
+            // per simulation.
+            let all = *self
+                .all_destinations_hash
+                .get_or_init(|| stable_hash(&self.fingerprints));
+            let destinations_key = (all, taken.key, &removed.own_gone);
+            let useful: Vec<usize> = (0..self.destinations.len())
+                .filter(|&i| !removed.contains_index(i))
+                .collect();
+            let key = stable_hash(&(
+                "full",
+                &limit_removed,
+                &class_key,
+                &destinations_key,
+                self.pools_hash,
+            ));
+            let existing = self.memo.borrow_mut().get_or("full", key, || {
+                self.solve(&classes, &useful, true, &removed)
+            });
+            let covered = self.chunks.len();
+            return Simulation {
+                existing,
+                new: None,
+                reads: self.reads(covered, false, &removed),
+                reads_pools: true,
+                walk: None,
+            };
+        }
+        // Without zone-like spread or any affinity, the solver tries every existing node before
+        // it opens a NodeClaim (existing bins come first in its first-fit order, and nothing
+        // about a new bin changes an existing one). So the full run is two: the existing nodes
+        // alone, then new NodeClaims for what they leave over. The second, the costly one,
+        // depends only on the leftovers and the NodePools, so it is reused while churn
+        // elsewhere in the cluster re-runs the first.
+        let (existing, reads, walk) = self.existing_run(&classes, &removed);
+        if existing.failures.is_empty() || !new_nodeclaims {
+            return Simulation {
+                existing,
+                new: None,
+                reads,
+                reads_pools: false,
+                walk: Some(walk),
+            };
+        }
+        let mut leftover: BTreeMap<ClassId, i64> = BTreeMap::new();
+        for f in &existing.failures {
+            *leftover.entry(f.class).or_insert(0) += f.count;
+        }
+        let rest: Vec<_> = classes
+            .iter()
+            .filter_map(|&(id, class, compat, _)| {
+                leftover.get(&id).map(|&n| (id, class, compat, n))
+            })
+            .collect();
+        let key = stable_hash(&(
+            "new",
+            &limit_removed,
+            &self.class_key(&rest),
+            self.pools_hash,
+        ));
+        let new = self
+            .memo
+            .borrow_mut()
+            .get_or("new", key, || self.solve(&rest, &[], true, &removed));
+        Simulation {
+            existing,
+            new: Some(new),
+            reads,
+            reads_pools: true,
+            walk: Some(walk),
+        }
+    }
+
+    /// The pods placed on existing nodes only, chunk by chunk (see [`Chunk`]): each chunk's
+    /// run takes what the chunks before it left over, and the runs stop once nothing is left.
+    /// For these classes (no zone-like spread, no affinity) that is the solver's own answer
+    /// over all the nodes: it places each class, largest first, over the nodes in name order,
+    /// and what a node takes depends only on that node and on how many copies are still to
+    /// place, so cutting the node list between two nodes changes nothing.
+    ///
+    /// Three things keep it cheap when most of the cluster is unchanged:
+    /// - the whole walk is kept per candidate (its pods and the nodes it removes) with the
+    ///   hash of the chunks it read, and stands while they are unchanged, so churn further
+    ///   down the node list costs it one hash comparison;
+    /// - a chunk whose largest free room holds no pod still to place is skipped unread;
+    /// - a chunk's run is memoised by its nodes' fingerprints and what enters it, so churn on a
+    ///   few nodes re-runs only their chunks.
+    fn existing_run(
+        &self,
+        classes: &[SimClass<'a>],
+        removed: &Removed,
+    ) -> (Rc<SolverOutput>, Reads, u64) {
+        // Taken nodes are not in the key: the walk's reads say which of them it saw.
+        let walk_key = stable_hash(&("walk", &self.existing_key(classes), &removed.own));
+        if let Some((out, reads)) = self.memo.borrow_mut().walk(walk_key, self, removed) {
+            return (out, reads, walk_key);
+        }
+        let mut left: Vec<SimClass<'a>> = classes.to_vec();
+        let mut placements = Vec::new();
+        let mut next_order: BTreeMap<ClassId, u32> = BTreeMap::new();
+        let mut last: Option<Rc<SolverOutput>> = None;
+        let mut covered = 0;
+        for (j, chunk) in self.chunks.iter().enumerate() {
+            covered = j + 1;
+            let fits = |room: &Resources| {
+                left.iter()
+                    .any(|(_, c, _, _)| c.scheduling.requests.fits_in(room))
+            };
+            if !fits(&chunk.max_free) {
+                continue;
+            }
+            // A node with no room for one pod of any class still to place takes nothing.
+            let members: Vec<usize> = (chunk.start..chunk.end)
+                .filter(|&i| !removed.contains_index(i) && fits(&self.free[i]))
+                .collect();
+            if members.is_empty() {
+                continue;
+            }
+            // Fingerprints include the node's name: they name the chunk's nodes and state.
+            let fingerprints: Vec<u64> = members.iter().map(|&i| self.fingerprints[i]).collect();
+            let key = stable_hash(&("existing", &self.existing_key(&left), &fingerprints));
+            let out = self.memo.borrow_mut().get_or("existing", key, || {
+                self.solve(&left, &members, false, removed)
+            });
+            append_placements(&mut placements, &mut next_order, &out.placements);
+            let mut unplaced: BTreeMap<ClassId, i64> = BTreeMap::new();
+            for f in &out.failures {
+                *unplaced.entry(f.class).or_insert(0) += f.count;
+            }
+            left = left
+                .iter()
+                .filter_map(|&(id, class, compat, _)| {
+                    unplaced.get(&id).map(|&n| (id, class, compat, n))
+                })
+                .collect();
+            last = Some(out);
+            if left.is_empty() {
+                break;
+            }
+        }
+        let failures = match &last {
+            Some(out) => out.failures.clone(),
+            // No existing node could take any of them: the solver's own failures for that.
+            None => self
+                .memo
+                .borrow_mut()
+                .get_or(
+                    "existing",
+                    stable_hash(&("none", &self.existing_key(&left))),
+                    || self.solve(&left, &[], false, removed),
+                )
+                .failures
+                .clone(),
+        };
+        let out = Rc::new(SolverOutput {
+            launches: Vec::new(),
+            placements,
+            failures,
+            ..Default::default()
+        });
+        let reads = self.reads(covered, left.is_empty(), removed);
+        self.memo
+            .borrow_mut()
+            .keep_walk(walk_key, reads, out.clone());
+        (out, reads, walk_key)
+    }
+
+    /// Keeps the walk `key` for the next evaluation, though this one did not ask for it: an
+    /// answer kept elsewhere (a candidate's check) stood on it, and when that answer has to be
+    /// redone for a reason the walk does not read (the candidate's price), the walk still
+    /// stands.
+    pub fn keep_walk_alive(&self, key: u64) {
+        let mut memo = self.memo.borrow_mut();
+        let evaluation = memo.evaluation;
+        if let Some(w) = memo.walks.get_mut(&key) {
+            w.used = evaluation;
+        }
+    }
+
+    /// The hash of the first `covered` chunks' nodes.
+    fn prefix_of(&self, covered: usize) -> u64 {
+        covered
+            .checked_sub(1)
+            .and_then(|j| self.chunks.get(j))
+            .map_or(0, |c| c.prefix)
+    }
+
+    fn reads(&self, covered: usize, complete: bool, removed: &Removed) -> Reads {
+        Reads {
+            covered,
+            complete,
+            prefix: self.prefix_of(covered),
+            removed: removed.hash_before(self.end_of(covered)),
+            taken: removed_before(removed.taken, std::iter::empty(), self.end_of(covered)),
+        }
+    }
+
+    /// The destination position after the first `covered` chunks.
+    fn end_of(&self, covered: usize) -> usize {
+        covered
+            .checked_sub(1)
+            .and_then(|j| self.chunks.get(j))
+            .map_or(0, |c| c.end)
+    }
+
+    /// Whether what a simulation removing the same nodes as the one that made `reads` (with
+    /// the `taken` ones) read of the existing nodes is as it was.
+    /// Thousands of checks ask this per evaluation, so it looks none of their own nodes up
+    /// (see [`Reads::taken`]): one of them taken since only makes it answer "changed", never a
+    /// wrong "unchanged".
+    pub fn unchanged(&self, reads: &Reads, taken: &Taken) -> bool {
+        self.same_chunks(reads)
+            && removed_before(taken, std::iter::empty(), self.end_of(reads.covered)) == reads.taken
+    }
+
+    fn unchanged_for(&self, reads: &Reads, removed: &Removed) -> bool {
+        self.same_chunks(reads) && removed.hash_before(self.end_of(reads.covered)) == reads.removed
+    }
+
+    /// Whether the chunks a simulation read are as they were, and it read enough of them.
+    fn same_chunks(&self, reads: &Reads) -> bool {
+        self.prefix_of(reads.covered) == reads.prefix
+            && (reads.complete || reads.covered == self.chunks.len())
+    }
+
+    /// What a simulation with `pods` reads of their classes when it stays on existing nodes:
+    /// each class's existing-run hash (not prices or offerings). Two simulations of the same
+    /// nodes with equal contexts and [`Reads`] that are both [`World::unchanged`], neither of
+    /// which [`Simulation::reads_pools`], give the same answer.
+    pub fn existing_context(&self, pods: &[(ClassId, i64)]) -> u64 {
+        pods.iter().fold(0, |h, (id, _)| {
+            mix(h ^ self.existing_hashes.get(id).copied().unwrap_or(0))
+        })
+    }
+
+    /// What a simulation with `pods` that [`Simulation::reads_pools`] reads besides: the
+    /// NodePools' offers and limits, the taken nodes' share of the limits, and the classes'
+    /// whole compatibility.
+    pub fn new_context(&self, taken: &Taken, pods: &[(ClassId, i64)]) -> u64 {
+        let classes: Vec<u64> = pods
+            .iter()
+            .map(|(id, _)| self.compat_hashes.get(id).copied().unwrap_or(0))
+            .collect();
+        stable_hash(&(taken.limited_key, self.pools_hash, classes))
+    }
+
+    /// What a simulation's answer depends on for its pods: each class, its count, and a hash of
+    /// its compatibility.
+    fn class_key(&self, classes: &[SimClass<'a>]) -> Vec<(ClassId, i64, u64)> {
+        keyed(classes, &self.compat_hashes)
+    }
+
+    /// What a run over existing nodes alone depends on for its pods: each class, its count, and
+    /// a hash of the part of its compatibility such a run reads.
+    fn existing_key(&self, classes: &[SimClass<'a>]) -> Vec<(ClassId, i64, u64)> {
+        keyed(classes, &self.existing_hashes)
+    }
+
+    fn solve(
+        &self,
+        classes: &[SimClass<'a>],
+        destinations: &[usize],
+        with_pools: bool,
+        removed: &Removed,
+    ) -> SolverOutput {
+        let chosen: BTreeSet<usize> = destinations.iter().copied().collect();
+        let nodes: Vec<&NodeState> = destinations.iter().map(|&i| self.destinations[i]).collect();
+        let mut bystanders: Vec<&NodeState> = self.others.clone();
+        if with_pools {
+            bystanders.extend(
+                (0..self.destinations.len())
+                    .filter(|i| !chosen.contains(i))
+                    .map(|i| self.destinations[i])
+                    .filter(|n| !removed.contains(n.node.name.as_str())),
+            );
+        }
+        solve(SolverInput {
+            pools: if with_pools {
+                self.pools.clone()
+            } else {
+                Vec::new()
+            },
+            classes: classes
+                .iter()
+                .map(|&(id, class, compat, count)| ClassInput {
+                    id,
+                    class,
+                    count,
+                    compat,
+                })
+                .collect(),
+            nodes,
+            bystanders,
+            previous: None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::solver::Failure;
+    use crate::types::UnitCost;
+    use dovetail_dataflow::model::labels::ZONE;
+    use dovetail_dataflow::model::{
+        LabelSelector, Node, PodScheduling, Requirement, Requirements, TopologySpread,
+    };
+
+    /// A small deterministic generator (xorshift), so the test needs no dependency.
+    struct Rng(u64);
+    impl Rng {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % n
+        }
+    }
+
+    fn labels(app: &str) -> BTreeMap<String, String> {
+        BTreeMap::from([("app".to_string(), app.to_string())])
+    }
+
+    fn class(app: &str, cpu: i64, memory_mib: i64, spread: Option<i64>) -> PodClass {
+        let requests = Resources {
+            cpu,
+            memory: memory_mib * 1024 * 1024 * 1000,
+            pods: 1000,
+            ..Resources::default()
+        };
+        let mut selector = Requirements::new();
+        selector.add("app", Requirement::single(app.to_string()));
+        PodClass {
+            namespace: "default".to_string(),
+            labels: labels(app),
+            scheduling: PodScheduling {
+                requests,
+                topology_spread: spread
+                    .map(|max_skew| TopologySpread {
+                        topology_key: HOSTNAME.to_string(),
+                        max_skew,
+                        when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
+                        selector: LabelSelector {
+                            requirements: selector,
+                        },
+                        min_domains: None,
+                    })
+                    .into_iter()
+                    .collect(),
+                ..PodScheduling::default()
+            },
+        }
+    }
+
+    fn compat() -> Compatibility {
+        Compatibility {
+            requirements: Requirements::new(),
+            relaxation: 0,
+            dropped_node_preference: false,
+            pools: Vec::new(),
+            rejections: Vec::new(),
+            unit_cost: Vec::new(),
+        }
+    }
+
+    /// What a run decided, without the placement numbering: (class, node, copies) placed and
+    /// copies failed per class.
+    type Outcome = (BTreeSet<(ClassId, String, i64)>, BTreeMap<ClassId, i64>);
+
+    fn outcome(placements: &[Placement], failures: &[Failure]) -> Outcome {
+        let mut placed: BTreeMap<(ClassId, String), i64> = BTreeMap::new();
+        for p in placements {
+            *placed.entry((p.class, p.target.clone())).or_insert(0) += p.count;
+        }
+        let mut failed = BTreeMap::new();
+        for f in failures {
+            *failed.entry(f.class).or_insert(0) += f.count;
+        }
+        (
+            placed.into_iter().map(|((c, t), n)| (c, t, n)).collect(),
+            failed,
+        )
+    }
+
+    fn random_node(rng: &mut Rng, name: String) -> NodeState {
+        let allocatable = Resources {
+            cpu: 4000,
+            memory: 16 * 1024 * 1024 * 1024 * 1000,
+            pods: 110_000,
+            ..Resources::default()
+        };
+        let used = Resources {
+            cpu: rng.below(4001) as i64,
+            memory: rng.below(17) as i64 * 1024 * 1024 * 1024 * 1000,
+            ..Resources::default()
+        };
+        let app = ["web", "db", "batch"][rng.below(3) as usize];
+        let zone = ["a", "b"][rng.below(2) as usize];
+        NodeState {
+            node: Node {
+                name,
+                allocatable,
+                labels: BTreeMap::from([(ZONE.to_string(), zone.to_string())]),
+                ..Node::default()
+            },
+            used,
+            pods: vec![("default".to_string(), labels(app), rng.below(3) as i64)],
+        }
+    }
+
+    fn test_classes() -> [PodClass; 3] {
+        [
+            class("web", 500, 512, None),
+            class("db", 2000, 4096, Some(1)),
+            class("batch", 1000, 2048, Some(2)),
+        ]
+    }
+
+    /// One solver run over every node but the removed ones.
+    fn whole_run(
+        classes: &[PodClass],
+        compat: &Compatibility,
+        pods: &[(ClassId, i64)],
+        nodes: &[NodeState],
+        removed: &BTreeSet<&str>,
+    ) -> SolverOutput {
+        solve(SolverInput {
+            pools: Vec::new(),
+            classes: pods
+                .iter()
+                .zip(classes)
+                .map(|(&(id, count), class)| ClassInput {
+                    id,
+                    class,
+                    count,
+                    compat,
+                })
+                .collect(),
+            nodes: nodes
+                .iter()
+                .filter(|n| !removed.contains(n.node.name.as_str()))
+                .collect(),
+            bystanders: Vec::new(),
+            previous: None,
+        })
+    }
+
+    fn world<'a>(
+        classes: &'a [PodClass],
+        ids: &[ClassId],
+        compat: &'a Compatibility,
+        nodes: &'a [NodeState],
+        memo: &'a RefCell<Memo>,
+    ) -> World<'a> {
+        World::new(
+            Vec::new(),
+            ids.iter()
+                .zip(classes)
+                .map(|(id, c)| (*id, (c, compat)))
+                .collect(),
+            {
+                let mut nodes: Vec<(u64, bool, &NodeState)> = nodes
+                    .iter()
+                    .map(|n| (fingerprint(n), ends_chunk(&n.node.name), n))
+                    .collect();
+                nodes.sort_by(|a, b| a.2.node.name.cmp(&b.2.node.name));
+                nodes
+            },
+            |_| true,
+            memo,
+        )
+    }
+
+    /// The chunked existing-node run must be the solver's own answer over all the nodes,
+    /// including hostname spread caps, removed nodes (taken by earlier commands or the check's
+    /// own) and pods that do not fit anywhere.
+    #[test]
+    fn chunked_existing_runs_equal_one_solver_run_over_every_node() {
+        let classes = test_classes();
+        let ids: Vec<ClassId> = classes.iter().map(stable_hash).collect();
+        let compat = compat();
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        for round in 0..20 {
+            let nodes: Vec<NodeState> = (0..300)
+                .map(|i| random_node(&mut rng, format!("node-{i:04}")))
+                .collect();
+            let memo = RefCell::new(Memo::default());
+            let world = world(&classes, &ids, &compat, &nodes, &memo);
+            let removed_names: Vec<String> = (0..rng.below(8))
+                .map(|_| format!("node-{:04}", rng.below(300)))
+                .collect();
+            let removed: BTreeSet<&str> = removed_names.iter().map(String::as_str).collect();
+            let pods: Vec<(ClassId, i64)> = ids
+                .iter()
+                .map(|id| {
+                    (
+                        *id,
+                        1 + rng.below(if round % 2 == 0 { 20 } else { 400 }) as i64,
+                    )
+                })
+                .collect();
+            // Some of the removed nodes were taken by earlier commands, the rest are the
+            // check's own.
+            let mut taken = Taken::default();
+            let mut own = Vec::new();
+            for (k, name) in removed.iter().enumerate() {
+                if k % 2 == 0 {
+                    world.take(&mut taken, [name.to_string()]);
+                } else {
+                    own.push(*name);
+                }
+            }
+            let chunked = world.simulate(&taken, &own, &pods, false);
+            let whole = whole_run(&classes, &compat, &pods, &nodes, &removed);
+            let chunks = world.chunks.len();
+            assert!(chunks > 3, "round {round}: {chunks} chunks test little");
+            assert_eq!(
+                outcome(&chunked.placements(), chunked.failures()),
+                outcome(&whole.placements, &whole.failures),
+                "round {round}"
+            );
+        }
+    }
+
+    /// A walk kept from an earlier evaluation must give the answer a fresh run would, whatever
+    /// changed since: nodes' room before, inside or after the chunks it read, nodes joining
+    /// (also past the end of a walk that placed nothing) or leaving, the classes' requirements
+    /// (a zone), nodes an earlier command of the evaluation took, and the classes' prices
+    /// (which such runs do not read, so walks stand through them).
+    /// The memo is shared across all rounds, as the commands query shares it across
+    /// evaluations.
+    #[test]
+    fn walks_kept_between_evaluations_equal_fresh_runs() {
+        let classes = test_classes();
+        let ids: Vec<ClassId> = classes.iter().map(stable_hash).collect();
+        let mut compat = compat();
+        let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+        let mut nodes: Vec<NodeState> = (0..200)
+            .map(|i| random_node(&mut rng, format!("node-{i:04}")))
+            .collect();
+        let mut next_name = 200;
+        let memo = RefCell::new(Memo::default());
+        // A few fixed simulations asked every evaluation, as candidates are.
+        type Ask = (Vec<(ClassId, i64)>, Vec<String>);
+        let asks: Vec<Ask> = (0..12)
+            .map(|k| {
+                let pods = ids
+                    .iter()
+                    .map(|id| (*id, rng.below(if k % 3 == 0 { 300 } else { 6 }) as i64))
+                    .filter(|(_, n)| *n > 0)
+                    .collect();
+                (pods, vec![format!("node-{:04}", rng.below(200))])
+            })
+            .collect();
+        let mut reused = 0;
+        for round in 0..60 {
+            memo.borrow_mut().next_evaluation();
+            // Every round a new price; now and then a new zone requirement.
+            compat.unit_cost = vec![("cpu".to_string(), UnitCost::new(rng.below(100) as f64))];
+            if rng.below(5) == 0 {
+                let mut requirements = Requirements::new();
+                if let Some(zone) = ["a", "b", ""][rng.below(3) as usize].get(..1) {
+                    requirements.add(ZONE, Requirement::single(zone.to_string()));
+                }
+                compat.requirements = requirements;
+            }
+            {
+                let world = world(&classes, &ids, &compat, &nodes, &memo);
+                // In every other stretch of five evaluations an earlier command took a node,
+                // early in name order, where walks read, or (every other twenty) late, where
+                // most do not.
+                let mut taken = Taken::default();
+                let first = if (round / 20) % 2 == 0 { 0 } else { 150 };
+                let taken_name = format!("node-{:04}", first + (round / 10) % 10);
+                if (round / 5) % 2 == 0 {
+                    world.take(&mut taken, [taken_name.clone()]);
+                }
+                for (pods, removed_names) in &asks {
+                    let mut removed: BTreeSet<&str> =
+                        removed_names.iter().map(String::as_str).collect();
+                    let own: Vec<&str> = removed.iter().copied().collect();
+                    let kept = world.simulate(&taken, &own, pods, false);
+                    if taken.contains(&taken_name) {
+                        removed.insert(&taken_name);
+                    }
+                    let chosen: Vec<PodClass> = pods
+                        .iter()
+                        .filter_map(|(id, _)| ids.iter().position(|i| i == id))
+                        .map(|i| classes[i].clone())
+                        .collect();
+                    let whole = whole_run(&chosen, &compat, pods, &nodes, &removed);
+                    assert_eq!(
+                        outcome(&kept.placements(), kept.failures()),
+                        outcome(&whole.placements, &whole.failures),
+                        "round {round}"
+                    );
+                }
+                reused += memo.borrow().walk_hits;
+            }
+            // Churn: a node's room changes, a node joins at a random place in name order or at
+            // the end, a node leaves.
+            match rng.below(4) {
+                0 | 1 => {
+                    let i = rng.below(nodes.len() as u64) as usize;
+                    let name = nodes[i].node.name.clone();
+                    nodes[i] = random_node(&mut rng, name);
+                }
+                2 => {
+                    let name = if rng.below(2) == 0 {
+                        format!("node-{:04}z", rng.below(200))
+                    } else {
+                        next_name += 1;
+                        format!("node-{next_name:04}")
+                    };
+                    nodes.push(random_node(&mut rng, name));
+                }
+                _ => {
+                    let i = rng.below(nodes.len() as u64) as usize;
+                    nodes.remove(i);
+                }
+            }
+        }
+        assert!(reused > 0, "no walk was ever kept (prices change every round and must not end one): the test checks nothing");
+    }
+}
