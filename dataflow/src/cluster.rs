@@ -62,10 +62,43 @@ pub enum ClusterError {
     Handshake {
         index: usize,
         peer: String,
-        reason: String,
+        reason: HandshakeFailure,
     },
     #[error("process {index}: starting timely's network threads: {source}")]
     Network { index: usize, source: io::Error },
+}
+
+/// What went wrong in a handshake between two processes.
+#[derive(Debug, Error)]
+pub enum HandshakeFailure {
+    #[error("sending our hello: {0}")]
+    Send(io::Error),
+    #[error("reading its hello: {0}")]
+    Read(io::Error),
+    #[error("it is not a dovetail process")]
+    NotDovetail,
+    #[error("its hello is garbled")]
+    Garbled,
+    #[error("a second connection claiming to be process {from}")]
+    SecondConnection { from: usize },
+    #[error("process {from} should not connect to process {to}")]
+    ShouldNotConnect { from: usize, to: usize },
+    #[error("{address} is process {theirs}, the hostfile says {expected}")]
+    WrongProcess {
+        address: String,
+        theirs: usize,
+        expected: usize,
+    },
+    #[error(
+        "the peer runs {processes} processes of {their_threads} workers, this one {ours} of \
+         {threads} (give every process the same --processes and -w)"
+    )]
+    Shape {
+        processes: usize,
+        their_threads: usize,
+        ours: usize,
+        threads: usize,
+    },
 }
 
 /// This process's place in a fixed set of processes that run one engine together.
@@ -172,7 +205,7 @@ impl Cluster {
                         if sockets[from].is_some() {
                             return Err(self.handshake(
                                 &stream,
-                                format!("a second connection claiming to be process {from}"),
+                                HandshakeFailure::SecondConnection { from },
                             ));
                         }
                         sockets[from] = Some(Watched::new(stream, closed.clone()));
@@ -233,7 +266,11 @@ impl Cluster {
                     if theirs != peer {
                         return Err(self.handshake(
                             &stream,
-                            format!("{address} is process {theirs}, the hostfile says {peer}"),
+                            HandshakeFailure::WrongProcess {
+                                address: address.to_string(),
+                                theirs,
+                                expected: peer,
+                            },
                         ));
                     }
                     self.check_shape(&stream, their_shape, threads)?;
@@ -267,10 +304,10 @@ impl Cluster {
         if from <= self.index || from >= self.processes() {
             return Err(self.handshake(
                 stream,
-                format!(
-                    "process {from} should not connect to process {}",
-                    self.index
-                ),
+                HandshakeFailure::ShouldNotConnect {
+                    from,
+                    to: self.index,
+                },
             ));
         }
         self.check_shape(stream, shape, threads)?;
@@ -282,7 +319,7 @@ impl Cluster {
         Ok(from)
     }
 
-    fn greet(&self, mut stream: &TcpStream, threads: usize) -> Result<(), String> {
+    fn greet(&self, mut stream: &TcpStream, threads: usize) -> Result<(), HandshakeFailure> {
         let mut hello = Vec::with_capacity(32);
         for word in [
             MAGIC,
@@ -292,7 +329,7 @@ impl Cluster {
         ] {
             hello.extend_from_slice(&word.to_le_bytes());
         }
-        stream.write_all(&hello).map_err(|e| e.to_string())
+        stream.write_all(&hello).map_err(HandshakeFailure::Send)
     }
 
     fn check_shape(
@@ -304,24 +341,25 @@ impl Cluster {
         if processes != self.processes() || their_threads != threads {
             return Err(self.handshake(
                 stream,
-                format!(
-                    "the peer runs {processes} processes of {their_threads} workers, \
-                     this one {} of {threads} (give every process the same --processes and -w)",
-                    self.processes()
-                ),
+                HandshakeFailure::Shape {
+                    processes,
+                    their_threads,
+                    ours: self.processes(),
+                    threads,
+                },
             ));
         }
         Ok(())
     }
 
-    fn handshake(&self, stream: &TcpStream, reason: impl Into<String>) -> ClusterError {
+    fn handshake(&self, stream: &TcpStream, reason: HandshakeFailure) -> ClusterError {
         ClusterError::Handshake {
             index: self.index,
             peer: stream
                 .peer_addr()
                 .map(|a| a.to_string())
                 .unwrap_or_else(|_| "a peer".to_string()),
-            reason: reason.into(),
+            reason,
         }
     }
 
@@ -342,20 +380,20 @@ pub(crate) struct Connected {
 }
 
 /// Reads a peer's hello: its index and its (processes, threads).
-fn read_hello(mut stream: &TcpStream) -> Result<(usize, (usize, usize)), String> {
+fn read_hello(mut stream: &TcpStream) -> Result<(usize, (usize, usize)), HandshakeFailure> {
     let mut bytes = [0u8; 32];
     stream
         .read_exact(&mut bytes)
-        .map_err(|e| format!("reading its hello: {e}"))?;
+        .map_err(HandshakeFailure::Read)?;
     let word = |i: usize| {
         let mut w = [0u8; 8];
         w.copy_from_slice(&bytes[i * 8..i * 8 + 8]);
         u64::from_le_bytes(w)
     };
     if word(0) != MAGIC {
-        return Err("it is not a dovetail process".to_string());
+        return Err(HandshakeFailure::NotDovetail);
     }
-    let n = |i: usize| usize::try_from(word(i)).map_err(|_| "its hello is garbled".to_string());
+    let n = |i: usize| usize::try_from(word(i)).map_err(|_| HandshakeFailure::Garbled);
     Ok((n(1)?, (n(2)?, n(3)?)))
 }
 

@@ -525,7 +525,7 @@ impl Cluster for KubeCluster {
             tracing::warn!(nodeclaim = %claim.name, %error, "creating the NodeClaim failed");
             self.replies.push(ClusterReply::Failed {
                 object: format!("NodeClaim/{}", claim.name),
-                error,
+                error: error.to_string(),
             });
             return;
         }

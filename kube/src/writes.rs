@@ -23,6 +23,15 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use tokio::sync::oneshot;
 
+/// Why a NodeClaim could not be created.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeClaimCreateError {
+    #[error("the NodeClaim object is not valid: {0}")]
+    Object(serde_json::Error),
+    #[error("the API server refused it: {0}")]
+    Api(kube::Error),
+}
+
 /// How many times a read-modify-write of a Node is tried when its resourceVersion moved on.
 const CONFLICT_RETRIES: usize = 5;
 
@@ -167,7 +176,7 @@ impl ClusterWriter {
         &self,
         claim: &NodeClaim,
         template: NodeClaimTemplate<'_>,
-    ) -> Result<(), String> {
+    ) -> Result<(), NodeClaimCreateError> {
         if self.dry_run {
             self.withheld
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -175,12 +184,12 @@ impl ClusterWriter {
             return Ok(());
         }
         let api = self.nodeclaims();
-        let object: DynamicObject =
-            serde_json::from_value(nodeclaim_object(claim, template)).map_err(|e| e.to_string())?;
+        let object: DynamicObject = serde_json::from_value(nodeclaim_object(claim, template))
+            .map_err(NodeClaimCreateError::Object)?;
         self.runtime
             .block_on(async move { api.create(&PostParams::default(), &object).await })
             .map(|_| ())
-            .map_err(|e| e.to_string())?;
+            .map_err(NodeClaimCreateError::Api)?;
         if claim.status.is_some() {
             self.update_nodeclaim(claim, &ConditionTimes::default());
         }

@@ -17,7 +17,7 @@
 //!   ([`SimCluster::pending_durations`]).
 
 use crate::fit::{effective_requests, MatchCache, PodFit, Unfit};
-use crate::pdb::disruptions_allowed;
+use crate::pdb::{disruptions_allowed, EvictionRefused};
 use crate::score::{CpuMemory, PodScore};
 use crate::state::{NodeState, PodState};
 use dovetail_dataflow::backend::{ClusterReply, NodeClaim};
@@ -44,7 +44,7 @@ pub enum ClusterError {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Blocked {
     pub pod: String,
-    pub reason: String,
+    pub reason: EvictionRefused,
 }
 
 /// What a drain did.
@@ -358,9 +358,11 @@ impl SimCluster {
         &self,
         key: &str,
         pdbs: impl Iterator<Item = &'a PodDisruptionBudget>,
-    ) -> Result<(), String> {
+    ) -> Result<(), EvictionRefused> {
         let Some(p) = self.pods.get(key) else {
-            return Err(format!("no pod {key}"));
+            return Err(EvictionRefused::UnknownPod {
+                pod: key.to_string(),
+            });
         };
         let selecting: Vec<&PodDisruptionBudget> = pdbs
             .filter(|b| b.namespace == p.pod.namespace && b.selector.matches(&p.pod.labels))
@@ -371,22 +373,21 @@ impl SimCluster {
                 let (expected, healthy) = self.budget_counts(b);
                 match disruptions_allowed(b, expected, healthy) {
                     Ok(n) if n >= 1 => Ok(()),
-                    Ok(_) => Err(format!(
-                        "PodDisruptionBudget {}/{} allows no disruption ({healthy} of {expected} healthy)",
-                        b.namespace, b.name
-                    )),
+                    Ok(_) => Err(EvictionRefused::NoDisruptionAllowed {
+                        namespace: b.namespace.clone(),
+                        name: b.name.clone(),
+                        healthy,
+                        expected,
+                    }),
                     Err(e) => Err(e),
                 }
             }
-            many => Err(format!(
-                "{} PodDisruptionBudgets select the pod; eviction needs at most one",
-                many.len()
-            )),
+            many => Err(EvictionRefused::SeveralBudgets { count: many.len() }),
         }
     }
 
     /// Evicts one pod through the budgets the cluster holds: it is pending again from `now_ms`.
-    pub fn evict_pod(&mut self, now_ms: i64, key: &str) -> Result<(), String> {
+    pub fn evict_pod(&mut self, now_ms: i64, key: &str) -> Result<(), EvictionRefused> {
         self.eviction_verdict(key, self.pdbs.values())?;
         self.unbind(key, Some(now_ms));
         Ok(())

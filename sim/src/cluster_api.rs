@@ -175,7 +175,7 @@ impl Cluster for SimCluster {
         if let Err(reason) = self.evict_pod(now_ms, pod) {
             self.replies.push(ClusterReply::EvictionRefused {
                 pod: pod.to_string(),
-                reason,
+                reason: reason.to_string(),
             });
         }
     }

@@ -9,6 +9,30 @@
 //! desired)`. A budget with neither field allows every disruption.
 
 use dovetail_dataflow::model::PodDisruptionBudget;
+use serde::{Deserialize, Serialize};
+
+/// Why the Eviction API refuses to evict a pod now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum EvictionRefused {
+    #[error("no pod {pod}")]
+    UnknownPod { pod: String },
+    #[error("PodDisruptionBudget {namespace}/{name}: {field} {value:?} is not an integer or percentage")]
+    BadBudget {
+        namespace: String,
+        name: String,
+        field: String,
+        value: String,
+    },
+    #[error("PodDisruptionBudget {namespace}/{name} allows no disruption ({healthy} of {expected} healthy)")]
+    NoDisruptionAllowed {
+        namespace: String,
+        name: String,
+        healthy: i64,
+        expected: i64,
+    },
+    #[error("{count} PodDisruptionBudgets select the pod; eviction needs at most one")]
+    SeveralBudgets { count: usize },
+}
 
 /// `"3"` or `"25%"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,13 +72,13 @@ pub fn disruptions_allowed(
     pdb: &PodDisruptionBudget,
     expected: i64,
     healthy: i64,
-) -> Result<i64, String> {
+) -> Result<i64, EvictionRefused> {
     let parse = |field: &str, v: &str| {
-        parse_int_or_percent(v).ok_or_else(|| {
-            format!(
-                "PodDisruptionBudget {}/{}: {field} {v:?} is not an integer or percentage",
-                pdb.namespace, pdb.name
-            )
+        parse_int_or_percent(v).ok_or_else(|| EvictionRefused::BadBudget {
+            namespace: pdb.namespace.clone(),
+            name: pdb.name.clone(),
+            field: field.to_string(),
+            value: v.to_string(),
         })
     };
     let desired = if let Some(max) = &pdb.max_unavailable {
@@ -93,7 +117,15 @@ mod tests {
         assert_eq!(disruptions_allowed(&pdb(None, Some("10%")), 4, 4), Ok(1));
         assert_eq!(disruptions_allowed(&pdb(None, Some("0")), 4, 4), Ok(0));
         assert_eq!(disruptions_allowed(&pdb(None, None), 4, 4), Ok(4));
-        assert!(disruptions_allowed(&pdb(Some("x"), None), 4, 4).is_err());
+        assert_eq!(
+            disruptions_allowed(&pdb(Some("x"), None), 4, 4),
+            Err(EvictionRefused::BadBudget {
+                namespace: "ns".into(),
+                name: "b".into(),
+                field: "minAvailable".into(),
+                value: "x".into(),
+            })
+        );
         assert_eq!(parse_int_or_percent("-1"), None);
     }
 }

@@ -8,6 +8,7 @@ use dovetail_dataflow::model::{
     Requirements, Resources, Taint, Toleration, TolerationOperator, TopologySpread,
     WhenUnsatisfiable,
 };
+use dovetail_sim::pdb::EvictionRefused;
 use dovetail_sim::{percentile, ClusterError, SimCluster, Unfit};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -360,7 +361,18 @@ fn pdb_blocks_eviction() {
         vec!["default/other"]
     );
     assert_eq!(out.blocked.len(), 3);
-    assert!(out.blocked[0].reason.contains("allows no disruption"));
+    assert!(
+        matches!(
+            out.blocked[0].reason,
+            EvictionRefused::NoDisruptionAllowed {
+                healthy: 3,
+                expected: 3,
+                ..
+            }
+        ),
+        "{:?}",
+        out.blocked[0]
+    );
     assert!(c.node("n1").unwrap().unschedulable);
     assert_eq!(node_of(&c, "default/other"), None);
 
@@ -385,5 +397,8 @@ fn pdb_blocks_eviction() {
         .evict_for_drain(30, "n1", &[pdb(None, Some("3")), pdb(None, Some("3"))])
         .unwrap();
     assert!(out.evicted.is_empty());
-    assert!(out.blocked[0].reason.contains("2 PodDisruptionBudgets"));
+    assert_eq!(
+        out.blocked[0].reason,
+        EvictionRefused::SeveralBudgets { count: 2 }
+    );
 }

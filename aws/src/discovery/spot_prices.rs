@@ -8,6 +8,15 @@ use crate::error::{from_sdk, AwsError};
 use aws_sdk_ec2::types::Filter;
 use std::collections::{BTreeMap, BTreeSet};
 
+/// Why a DescribeSpotPriceHistory answer is not a price list.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UnusableSpotPrices {
+    #[error("DescribeSpotPriceHistory returned no prices")]
+    Empty,
+    #[error("DescribeSpotPriceHistory returned one price for every type (a placeholder)")]
+    Placeholder,
+}
+
 /// Instance type → zone → hourly spot price.
 pub type SpotPrices = BTreeMap<String, BTreeMap<String, f64>>;
 
@@ -17,7 +26,7 @@ const ACTION: &str = "DescribeSpotPriceHistory";
 pub async fn spot_prices(
     ec2: &aws_sdk_ec2::Client,
     calls: &Calls,
-) -> Result<Result<SpotPrices, String>, AwsError> {
+) -> Result<Result<SpotPrices, UnusableSpotPrices>, AwsError> {
     let now = aws_sdk_ec2::primitives::DateTime::from(std::time::SystemTime::now());
     let pages = calls
         .pages(
@@ -79,15 +88,10 @@ pub async fn spot_prices(
         .map(|p| p.to_bits())
         .collect();
     if prices.is_empty() {
-        return Ok(Err(
-            "DescribeSpotPriceHistory returned no prices".to_string()
-        ));
+        return Ok(Err(UnusableSpotPrices::Empty));
     }
     if prices.len() > 1 && distinct.len() == 1 {
-        return Ok(Err(
-            "DescribeSpotPriceHistory returned one price for every type (a placeholder)"
-                .to_string(),
-        ));
+        return Ok(Err(UnusableSpotPrices::Placeholder));
     }
     Ok(Ok(prices))
 }

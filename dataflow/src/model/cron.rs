@@ -7,6 +7,27 @@ use serde::{Deserialize, Serialize};
 
 const MINUTE_MS: i64 = 60_000;
 
+/// Why a schedule is not a cron schedule; `field` is `minute`, `hour`, `day-of-month`, `month`
+/// or `day-of-week`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScheduleError {
+    #[error("schedule `{text}` needs five fields (minute hour day-of-month month day-of-week)")]
+    FieldCount { text: String },
+    #[error("{field} `{value}` is not a number or name")]
+    NotANumber { field: &'static str, value: String },
+    #[error("{field} step `{step}` is not a number")]
+    BadStep { field: &'static str, step: String },
+    #[error("{field} step must be positive")]
+    ZeroStep { field: &'static str },
+    #[error("{field} `{part}` is outside {min}-{max}")]
+    OutOfRange {
+        field: &'static str,
+        part: String,
+        min: u32,
+        max: u32,
+    },
+}
+
 /// A parsed schedule: one bit per allowed value of each field.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Schedule {
@@ -30,15 +51,18 @@ fn field(
     min: u32,
     max: u32,
     names: &[&str],
-    what: &str,
-) -> Result<(u64, bool), String> {
-    let value = |v: &str| -> Result<u32, String> {
+    what: &'static str,
+) -> Result<(u64, bool), ScheduleError> {
+    let value = |v: &str| -> Result<u32, ScheduleError> {
         let lower = v.to_ascii_lowercase();
         if let Some(i) = names.iter().position(|n| *n == lower) {
             return Ok(i as u32 + min);
         }
         v.parse::<u32>()
-            .map_err(|_| format!("{what} `{v}` is not a number or name"))
+            .map_err(|_| ScheduleError::NotANumber {
+                field: what,
+                value: v.to_string(),
+            })
     };
     let mut bits = 0u64;
     let star = text == "*" || text == "?";
@@ -47,12 +71,15 @@ fn field(
             Some((r, s)) => (
                 r,
                 s.parse::<u32>()
-                    .map_err(|_| format!("{what} step `{s}` is not a number"))?,
+                    .map_err(|_| ScheduleError::BadStep {
+                        field: what,
+                        step: s.to_string(),
+                    })?,
             ),
             None => (part, 1),
         };
         if step == 0 {
-            return Err(format!("{what} step must be positive"));
+            return Err(ScheduleError::ZeroStep { field: what });
         }
         let (lo, hi) = if range == "*" || range == "?" {
             (min, max)
@@ -74,7 +101,12 @@ fn field(
             (lo, hi)
         };
         if lo < min || hi > max || lo > hi {
-            return Err(format!("{what} `{part}` is outside {min}-{max}"));
+            return Err(ScheduleError::OutOfRange {
+                field: what,
+                part: part.to_string(),
+                min,
+                max,
+            });
         }
         let mut v = lo;
         while v <= hi {
@@ -86,7 +118,7 @@ fn field(
 }
 
 impl Schedule {
-    pub fn parse(text: &str) -> Result<Schedule, String> {
+    pub fn parse(text: &str) -> Result<Schedule, ScheduleError> {
         let expanded = match text.trim() {
             "@yearly" | "@annually" => "0 0 1 1 *",
             "@monthly" => "0 0 1 * *",
@@ -97,9 +129,9 @@ impl Schedule {
         };
         let parts: Vec<&str> = expanded.split_whitespace().collect();
         let [mi, h, dom, mo, dow] = parts[..] else {
-            return Err(format!(
-                "schedule `{text}` needs five fields (minute hour day-of-month month day-of-week)"
-            ));
+            return Err(ScheduleError::FieldCount {
+                text: text.to_string(),
+            });
         };
         let (minutes, _) = field(mi, 0, 59, &[], "minute")?;
         let (hours, _) = field(h, 0, 23, &[], "hour")?;
@@ -206,12 +238,23 @@ mod tests {
     fn bad_schedules_say_why() {
         assert!(Schedule::parse("0 9 * *")
             .unwrap_err()
+            .to_string()
             .contains("five fields"));
-        assert!(Schedule::parse("61 * * * *")
-            .unwrap_err()
-            .contains("minute"));
-        assert!(Schedule::parse("0 9 * * funday")
-            .unwrap_err()
-            .contains("day-of-week"));
+        assert_eq!(
+            Schedule::parse("61 * * * *"),
+            Err(ScheduleError::OutOfRange {
+                field: "minute",
+                part: "61".into(),
+                min: 0,
+                max: 59
+            })
+        );
+        assert_eq!(
+            Schedule::parse("0 9 * * funday"),
+            Err(ScheduleError::NotANumber {
+                field: "day-of-week",
+                value: "funday".into()
+            })
+        );
     }
 }
