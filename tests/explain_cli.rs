@@ -3,7 +3,8 @@
 //! verdict is compared with what the manifests make true.
 
 use serde_json::Value;
-use std::process::Command;
+mod cli;
+use cli::dovetail;
 
 /// Monday 2026-11-30, noon UTC: inside the budget window that allows no Underutilized
 /// disruption (examples/disruption/nodepool.yaml).
@@ -11,13 +12,6 @@ const MONDAY_NOON: &str = "2026-11-30T12:00:00Z";
 /// The same Monday at 20:00 UTC: the window has closed.
 const MONDAY_EVENING: &str = "2026-11-30T20:00:00Z";
 
-fn dovetail(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_dovetail"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("dovetail runs")
-}
 
 fn explain_with(node: &str, now: &str, files: &[&str]) -> Value {
     let mut args = vec!["explain", "node", node, "--now", now, "-o", "json", "-f"];

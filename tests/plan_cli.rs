@@ -2,14 +2,9 @@
 
 use serde_json::Value;
 use std::process::Command;
+mod cli;
+use cli::dovetail;
 
-fn dovetail(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_dovetail"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("dovetail runs")
-}
 
 fn plan_json(args: &[&str]) -> Value {
     let mut all = vec!["plan", "-o", "json"];

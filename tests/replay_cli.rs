@@ -2,14 +2,9 @@
 
 use serde_json::Value;
 use std::process::Command;
+mod cli;
+use cli::{dovetail, refused};
 
-fn dovetail(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_dovetail"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("dovetail runs")
-}
 
 #[test]
 fn replays_the_bundled_sample_and_writes_a_report() {
@@ -161,13 +156,6 @@ fn pod_created(t: u64, name: &str) -> String {
     format!(
         "{{\"t\":{t},\"event\":\"pod_created\",\"pod\":{{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{{\"name\":\"{name}\",\"namespace\":\"default\"}},\"spec\":{{\"containers\":[{{\"name\":\"c\",\"resources\":{{\"requests\":{{\"cpu\":\"1\",\"memory\":\"1Gi\"}}}}}}]}}}}}}"
     )
-}
-
-fn refused(out: &std::process::Output, needle: &str) {
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "accepted: {err}");
-    assert!(err.contains(needle), "{err}");
-    assert!(!err.contains("panicked"), "{err}");
 }
 
 #[test]
