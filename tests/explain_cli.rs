@@ -12,7 +12,6 @@ const MONDAY_NOON: &str = "2026-11-30T12:00:00Z";
 /// The same Monday at 20:00 UTC: the window has closed.
 const MONDAY_EVENING: &str = "2026-11-30T20:00:00Z";
 
-
 fn explain_with(node: &str, now: &str, files: &[&str]) -> Value {
     let mut args = vec!["explain", "node", node, "--now", now, "-o", "json", "-f"];
     args.extend_from_slice(files);

@@ -7,7 +7,6 @@ use serde_json::Value;
 mod cli;
 use cli::dovetail;
 
-
 fn explain(kind: &str, name: &str) -> Value {
     let out = dovetail(&[
         "explain",
@@ -118,7 +117,11 @@ fn a_nodepool_at_its_limit_names_the_limit_its_use_and_the_raise_that_would_do()
         "-f",
         "tests/fixtures/explain-limits.yaml",
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let e: Value = serde_json::from_slice(&out.stdout).expect("explain prints JSON");
     assert_eq!(e["outcome"], "unschedulable");
     let capped = pool(&e, "capped");

@@ -5,7 +5,6 @@ use std::process::Command;
 mod cli;
 use cli::dovetail;
 
-
 fn plan_json(args: &[&str]) -> Value {
     let mut all = vec!["plan", "-o", "json"];
     all.extend_from_slice(args);

@@ -5,7 +5,6 @@ use std::process::Command;
 mod cli;
 use cli::{dovetail, refused};
 
-
 #[test]
 fn replays_the_bundled_sample_and_writes_a_report() {
     let dir = std::env::temp_dir().join(format!("dovetail-report-{}", std::process::id()));

@@ -203,10 +203,8 @@ impl Cluster {
                             .map_err(|source| self.network(source))?;
                         let from = self.answer(&stream, threads)?;
                         if sockets[from].is_some() {
-                            return Err(self.handshake(
-                                &stream,
-                                HandshakeFailure::SecondConnection { from },
-                            ));
+                            return Err(self
+                                .handshake(&stream, HandshakeFailure::SecondConnection { from }));
                         }
                         sockets[from] = Some(Watched::new(stream, closed.clone()));
                     }

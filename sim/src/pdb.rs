@@ -16,7 +16,9 @@ use serde::{Deserialize, Serialize};
 pub enum EvictionRefused {
     #[error("no pod {pod}")]
     UnknownPod { pod: String },
-    #[error("PodDisruptionBudget {namespace}/{name}: {field} {value:?} is not an integer or percentage")]
+    #[error(
+        "PodDisruptionBudget {namespace}/{name}: {field} {value:?} is not an integer or percentage"
+    )]
     BadBudget {
         namespace: String,
         name: String,

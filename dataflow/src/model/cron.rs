@@ -58,11 +58,10 @@ fn field(
         if let Some(i) = names.iter().position(|n| *n == lower) {
             return Ok(i as u32 + min);
         }
-        v.parse::<u32>()
-            .map_err(|_| ScheduleError::NotANumber {
-                field: what,
-                value: v.to_string(),
-            })
+        v.parse::<u32>().map_err(|_| ScheduleError::NotANumber {
+            field: what,
+            value: v.to_string(),
+        })
     };
     let mut bits = 0u64;
     let star = text == "*" || text == "?";
@@ -70,11 +69,10 @@ fn field(
         let (range, step) = match part.split_once('/') {
             Some((r, s)) => (
                 r,
-                s.parse::<u32>()
-                    .map_err(|_| ScheduleError::BadStep {
-                        field: what,
-                        step: s.to_string(),
-                    })?,
+                s.parse::<u32>().map_err(|_| ScheduleError::BadStep {
+                    field: what,
+                    step: s.to_string(),
+                })?,
             ),
             None => (part, 1),
         };

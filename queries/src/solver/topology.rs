@@ -242,9 +242,7 @@ impl SpreadDomains<'_> {
         self.domains
             .iter()
             .chain(self.counted_only)
-            .map(|d| {
-                counts.get(d).copied().unwrap_or(0) + extra.get(d).copied().unwrap_or(0)
-            })
+            .map(|d| counts.get(d).copied().unwrap_or(0) + extra.get(d).copied().unwrap_or(0))
             .min()
     }
 }
@@ -393,7 +391,10 @@ mod tests {
         let out = water_fill(&counts, &spread, 4, 1, None);
         assert_eq!(out, BTreeMap::from([("a".into(), 1), ("b".into(), 1)]));
         // Without zone c counted, all four would be dealt.
-        assert_eq!(fill(&counts, &["a", "b"], 4, 1, None).values().sum::<i64>(), 4);
+        assert_eq!(
+            fill(&counts, &["a", "b"], 4, 1, None).values().sum::<i64>(),
+            4
+        );
     }
 
     #[test]

@@ -40,9 +40,8 @@ impl Outcome {
                 Decision::ClusterLowerBound(_) => {}
                 Decision::Disruption(d) => o.disruptions.push(d),
                 Decision::Adopt { nodeclaim, .. } => o.adopted.push(nodeclaim),
-                Decision::NodeVerdict(_)
-                | Decision::PodVerdict(_)
-                | Decision::LaunchVerdict(_) => {}
+                Decision::NodeVerdict(_) | Decision::PodVerdict(_) | Decision::LaunchVerdict(_) => {
+                }
             }
         }
         o.launches.sort_by(|a, b| a.name.cmp(&b.name));

@@ -24,7 +24,8 @@ use std::rc::Rc;
 pub(super) type Outcome = Result<(Rc<Vec<Launch>>, i64), Blocker>;
 
 /// Narrowed replacement launches, or why none, by (run, price, spot).
-pub(super) type PricedLaunches = RefCell<FxHashMap<(usize, i64, bool), Result<Rc<Vec<Launch>>, Blocker>>>;
+pub(super) type PricedLaunches =
+    RefCell<FxHashMap<(usize, i64, bool), Result<Rc<Vec<Launch>>, Blocker>>>;
 
 /// A candidate's single-node outcome with what it read: the candidate (by hash), what it read
 /// of its pods' classes (the context), the NodePools when it priced a replacement, and the
@@ -62,7 +63,6 @@ pub(super) struct Demand {
     /// The [`super::World::offers_all`] `cheapest` was found under.
     offers: Option<u64>,
 }
-
 
 impl<'a> Evaluation<'a> {
     /// The candidates with pods that single-node consolidation could take, with their savings;

@@ -205,7 +205,6 @@ pub fn fingerprint(n: &NodeState) -> u64 {
 }
 
 impl<'a> World<'a> {
-
     /// The world of one evaluation. `nodes` come in name order, each with its
     /// [`fingerprint`] and whether it [`ends_chunk`], as the commands query keeps them (sorting
     /// and hashing ten thousand names per evaluation was a third of building it).
