@@ -53,6 +53,10 @@ pub enum Blocker {
     NeedsNewNodes { count: usize },
     /// The cheapest replacement is not cheaper than the node.
     NotCheaper { replacement: Price, node: Price },
+    /// Some of its pods would land on a NodeClaim that is not initialized yet: Karpenter's
+    /// `SimulateScheduling` (`UninitializedNodeError`) waits rather than count on capacity that
+    /// may not come up.
+    UninitializedDestination { nodeclaim: String },
     /// The cheap necessary condition failed: its pods fit no other node's free room and no new
     /// NodeClaim holding any one of them costs less than the node.
     NoCheaperPlace { node: Price },
@@ -203,6 +207,10 @@ impl fmt::Display for Blocker {
             Blocker::NotCheaper { replacement, node } => {
                 write!(f, "not cheaper: the replacement costs {replacement} vs {node}")
             }
+            Blocker::UninitializedDestination { nodeclaim } => write!(
+                f,
+                "its pods would schedule against NodeClaim {nodeclaim}, which is not initialized yet"
+            ),
             Blocker::NoCheaperPlace { node } => write!(
                 f,
                 "not cheaper: its pods fit no other node and no new node for them costs less than {node}"

@@ -20,10 +20,11 @@ pub enum PoolRejection {
     /// The pod requires a label that is not well known and the NodePool does not define.
     LabelUndefined { key: String },
     /// The pod's requirement on `key` and the NodePool's share no value.
+    /// Boxed sides keep every reason small (a pod class's verdict holds one per NodePool).
     Requirement {
         key: String,
-        pod: Requirement,
-        nodepool: Requirement,
+        pod: Box<Requirement>,
+        nodepool: Box<Requirement>,
     },
     /// The NodePool's requirements admit no instance type with an available offering.
     NoInstanceTypes,
@@ -284,8 +285,8 @@ mod tests {
                     "general".into(),
                     PoolRejection::Requirement {
                         key: "kubernetes.io/arch".into(),
-                        pod: Requirement::new(Operator::In, ["s390x"]),
-                        nodepool: Requirement::new(Operator::In, ["amd64", "arm64"]),
+                        pod: Box::new(Requirement::new(Operator::In, ["s390x"])),
+                        nodepool: Box::new(Requirement::new(Operator::In, ["amd64", "arm64"])),
                     },
                 ),
                 ("empty".into(), PoolRejection::NoInstanceTypes),
@@ -304,8 +305,8 @@ mod tests {
                     "arm".into(),
                     PoolRejection::Requirement {
                         key: "kubernetes.io/arch".into(),
-                        pod: Requirement::new(Operator::In, ["amd64"]),
-                        nodepool: Requirement::new(Operator::In, ["arm64"]),
+                        pod: Box::new(Requirement::new(Operator::In, ["amd64"])),
+                        nodepool: Box::new(Requirement::new(Operator::In, ["arm64"])),
                     },
                 ),
                 (
@@ -329,8 +330,8 @@ mod tests {
     fn remedies_say_what_to_change() {
         let r = PoolRejection::Requirement {
             key: "kubernetes.io/arch".into(),
-            pod: Requirement::new(Operator::In, ["arm64"]),
-            nodepool: Requirement::new(Operator::In, ["amd64"]),
+            pod: Box::new(Requirement::new(Operator::In, ["arm64"])),
+            nodepool: Box::new(Requirement::new(Operator::In, ["amd64"])),
         };
         assert_eq!(
             r.remedy("general"),

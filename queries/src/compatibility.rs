@@ -98,11 +98,11 @@ pub fn pool_fit(class: &PodClass, pool: &PoolTypes) -> PoolFit {
             pool.nodepool
                 .requirements
                 .compatible(reqs, is_well_known)
-                .map_err(|e| match e.sides {
+                .map_err(|e| match e.sides.map(|s| *s) {
                     Some((pod, nodepool)) => PoolRejection::Requirement {
                         key: e.key,
-                        pod,
-                        nodepool,
+                        pod: Box::new(pod),
+                        nodepool: Box::new(nodepool),
                     },
                     None => PoolRejection::LabelUndefined { key: e.key },
                 })?;

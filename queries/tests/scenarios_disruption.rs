@@ -2433,3 +2433,56 @@ fn the_order_changes_as_the_clock_advances() {
         "as a fresh engine says"
     );
 }
+
+/// Karpenter's `SimulateScheduling` (pkg/controllers/disruption/helpers.go) schedules a
+/// candidate's pods onto in-flight NodeClaims too — initialized nodes first
+/// (`scheduler.go`, `sortExistingNodes`), then uninitialized ones, then new NodeClaims — and
+/// refuses the command when any land on a NodeClaim not yet initialized
+/// (`UninitializedNodeError`): that room may never come up.
+#[test]
+fn a_node_waits_while_its_pods_would_land_on_an_in_flight_nodeclaim() {
+    let spare = node(
+        "spare",
+        "default",
+        "m5.large",
+        "us-east-1a",
+        "on-demand",
+        CREATED,
+        "",
+    ) + &bound_pod("spare-app", "spare", "500m", "512Mi", "");
+    let o = plan_at(&(default_pool() + &spare), MONDAY_MS);
+    let d = commanded(&o, "spare").unwrap_or_else(|| panic!("{:#?}", o.disruptions));
+    assert_eq!(d.replacements.len(), 1, "alone, it is replaced: {d:#?}");
+
+    let in_flight = r#"
+apiVersion: karpenter.sh/v1
+kind: NodeClaim
+metadata:
+  name: default-inflight
+  labels:
+    karpenter.sh/nodepool: default
+spec:
+  nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+  requirements:
+    - {key: topology.kubernetes.io/zone, operator: In, values: [us-east-1a]}
+    - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.xlarge]}
+    - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+    - {key: kubernetes.io/arch, operator: In, values: [amd64]}
+    - {key: kubernetes.io/os, operator: In, values: [linux]}
+status:
+  capacity: {cpu: "4", memory: 16Gi, pods: "58"}
+  allocatable: {cpu: "3", memory: 12Gi, pods: "58"}
+---
+"#;
+    let o = plan_at(&(default_pool() + &spare + in_flight), MONDAY_MS);
+    assert!(commanded(&o, "spare").is_none(), "{:#?}", o.disruptions);
+    assert!(
+        o.disruptions.iter().any(|d| d.node == "spare"
+            && matches!(
+                d.blocked_by.as_deref(),
+                Some(Blocker::UninitializedDestination { nodeclaim }) if nodeclaim == "default-inflight"
+            )),
+        "{:#?}",
+        o.disruptions
+    );
+}

@@ -243,8 +243,9 @@ pub struct Incompatible {
     pub key: String,
     pub detail: String,
     /// The two requirements that share no value (incoming, existing); `None` when the key is
-    /// one the existing side does not define.
-    pub sides: Option<(Requirement, Requirement)>,
+    /// one the existing side does not define. Boxed: a check that passes should not carry the
+    /// room for two requirements in its result.
+    pub sides: Option<Box<(Requirement, Requirement)>>,
 }
 
 impl fmt::Display for Incompatible {
@@ -317,7 +318,7 @@ impl Requirements {
                 return Err(Incompatible {
                     key: key.clone(),
                     detail: format!("{incoming} does not intersect {existing}"),
-                    sides: Some((incoming.clone(), existing.clone())),
+                    sides: Some(Box::new((incoming.clone(), existing.clone()))),
                 });
             }
         }

@@ -476,7 +476,7 @@ impl<'a> Solver<'a> {
                 }
                 continue;
             }
-            let below_min_domains = min_domains.is_some_and(|m| (everywhere.len() as i64) < m);
+            let below_min_domains = min_domains.is_some_and(|m| (everywhere.count() as i64) < m);
             // A chunk may reach only some of the domains; the skew is still measured against
             // all of them.
             let all: BTreeSet<String> = domains.union(&counted).cloned().collect();

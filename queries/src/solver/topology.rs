@@ -224,7 +224,7 @@ pub struct SpreadDomains<'a> {
 
 impl SpreadDomains<'_> {
     /// How many domains the skew is measured over.
-    pub fn len(&self) -> usize {
+    pub fn count(&self) -> usize {
         self.domains.len()
             + self
                 .counted_only
@@ -269,7 +269,7 @@ pub fn water_fill(
     if current.is_empty() {
         return out;
     }
-    let below_min_domains = min_domains.is_some_and(|m| (spread.len() as i64) < m);
+    let below_min_domains = min_domains.is_some_and(|m| (spread.count() as i64) < m);
     // Copies never go to a counted-only domain, so its count is a fixed floor.
     let outside_min = spread
         .counted_only

@@ -28,7 +28,13 @@ impl<'a> Evaluation<'a> {
                 Forced::Expired { .. } => DisruptionReason::Expired,
                 Forced::Drifted(_) => continue,
             };
-            let launches = self.simulate(&[c]).unwrap_or_default();
+            // It goes whatever the simulation says: in-flight NodeClaims do not hold it back.
+            let out = self.simulation(&[c]);
+            let launches = if out.failures().is_empty() {
+                out.launches().to_vec()
+            } else {
+                Vec::new()
+            };
             let savings = price_of(c) - launches.iter().map(|l| l.price.0).sum::<i64>();
             // Outside budgets, but it uses them up: graceful methods see one node fewer.
             self.use_budget(&c.nodepool);

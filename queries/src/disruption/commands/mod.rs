@@ -222,8 +222,14 @@ impl<'a> Evaluation<'a> {
         Ok(out.launches().to_vec())
     }
 
-    /// Whether a command may stand on a simulation: every pod placed.
+    /// Whether a graceful command may stand on a simulation: every pod placed, none on a
+    /// NodeClaim that is not initialized (Karpenter's `SimulateScheduling`).
     fn workable(out: &Simulation) -> Result<(), Blocker> {
+        if let Some(nodeclaim) = out.uninitialized_destination() {
+            return Err(Blocker::UninitializedDestination {
+                nodeclaim: nodeclaim.to_string(),
+            });
+        }
         match out.failures().first() {
             Some(f) => Err(Blocker::PodsWouldNotFit {
                 pods: f.count,

@@ -42,10 +42,21 @@ pub(super) struct Check {
     /// [`super::World::new_context`] with the spot-to-spot gate, when the outcome read the NodePools.
     /// A delete reads none of it, so a price change leaves most outcomes standing.
     pools: Option<u64>,
+    /// [`super::World::in_flight_hash`], when the existing nodes left pods over that an in-flight
+    /// NodeClaim might take.
+    in_flight: Option<u64>,
     reads: Reads,
     /// The existing-node walk it stood on, kept alive while the check is.
     walk: Option<u64>,
     outcome: Outcome,
+}
+
+/// What a single-node outcome read, beyond the candidate itself.
+pub(super) struct Read {
+    reads: Reads,
+    pools: bool,
+    in_flight: bool,
+    walk: Option<u64>,
 }
 
 /// What the cheap prune reads of a candidate's pods, kept with the candidate: their total
@@ -219,6 +230,9 @@ impl<'a> Evaluation<'a> {
                 && (check.classes == classes
                     || check.context == self.world.existing_context(&c.pods))
                 && check.pools.is_none_or(|p| p == pools())
+                && check
+                    .in_flight
+                    .is_none_or(|h| h == self.world.in_flight_hash)
                 && self.world.unchanged(&check.reads, &self.taken)
             {
                 if check.price != c.price {
@@ -243,16 +257,17 @@ impl<'a> Evaluation<'a> {
             Ok((_, s)) => Ok(*s),
             Err(why) => Err(why.clone()),
         };
-        if let Some((reads, reads_pools, walk)) = reads {
+        if let Some(read) = reads {
             *c.check.borrow_mut() = Some(Check {
                 candidate,
                 context: self.world.existing_context(&c.pods),
                 classes,
                 may_replace,
                 price: c.price,
-                pools: reads_pools.then(pools),
-                reads,
-                walk,
+                pools: read.pools.then(pools),
+                in_flight: read.in_flight.then_some(self.world.in_flight_hash),
+                reads: read.reads,
+                walk: read.walk,
                 outcome,
             });
         }
@@ -276,12 +291,17 @@ impl<'a> Evaluation<'a> {
         &self,
         c: &'a Candidate,
         may_replace: bool,
-    ) -> (Outcome, Option<(Reads, bool, Option<u64>)>) {
+    ) -> (Outcome, Option<Read>) {
         let Some(price) = c.price else {
             return (Err(Blocker::PriceUnknown), None);
         };
         let out = self.simulation_with(&[c], may_replace);
-        let reads = Some((out.reads, out.reads_pools, out.walk));
+        let reads = Some(Read {
+            reads: out.reads,
+            pools: out.reads_pools,
+            in_flight: out.reads_in_flight,
+            walk: out.walk,
+        });
         if let Err(why) = Self::workable(&out) {
             return (Err(why), reads);
         }

@@ -49,6 +49,10 @@ pub struct World<'a> {
     pub destinations: Vec<&'a NodeState>,
     /// Every other node (counts against NodePool limits only).
     pub others: Vec<&'a NodeState>,
+    /// In-flight NodeClaims that could take pods once initialized, in name order.
+    in_flight: Vec<&'a NodeState>,
+    /// A hash of their states: while it stands, so does every answer about them.
+    pub in_flight_hash: u64,
     /// Free room on each destination (allocatable − used), in the same order.
     pub free: Vec<Resources>,
     /// A hash of everything about each destination the solver reads.
@@ -96,6 +100,11 @@ pub struct Simulation {
     pub reads_pools: bool,
     /// The memo's key for the existing-node walk it used, if any (see [`World::keep_walk`]).
     pub walk: Option<u64>,
+    /// An in-flight NodeClaim that would take some of the pods the existing nodes leave over.
+    uninitialized: Option<String>,
+    /// Whether the answer read the in-flight NodeClaims (the existing nodes left pods over): if
+    /// so it also depends on [`World::in_flight_hash`].
+    pub reads_in_flight: bool,
 }
 
 /// Which existing nodes a simulation read: the first `covered` chunks, whose nodes hashed to
@@ -119,6 +128,13 @@ pub struct Reads {
 }
 
 impl Simulation {
+    /// An in-flight (not yet initialized) NodeClaim that Karpenter's scheduler, which tries
+    /// initialized nodes first, then uninitialized ones, then new NodeClaims, would put some of
+    /// the pods on: `SimulateScheduling` then refuses the command (`UninitializedNodeError`).
+    pub fn uninitialized_destination(&self) -> Option<&str> {
+        self.uninitialized.as_deref()
+    }
+
     /// Pods that fit nowhere, not even on a new NodeClaim (when those were allowed).
     pub fn failures(&self) -> &[crate::solver::Failure] {
         match &self.new {
@@ -231,6 +247,12 @@ impl<'a> World<'a> {
             }
         }
         debug_assert!(destinations.is_sorted_by(|a, b| a.node.name <= b.node.name));
+        let in_flight: Vec<&NodeState> = others
+            .iter()
+            .copied()
+            .filter(|n| n.node.in_flight && !n.node.unschedulable && !n.node.deleting)
+            .collect();
+        let in_flight_hash = stable_hash(&in_flight);
         let chunks = chunks(&ends, &free, &fingerprints);
         let compat_hashes = classes
             .iter()
@@ -275,6 +297,8 @@ impl<'a> World<'a> {
             classes,
             destinations,
             others,
+            in_flight,
+            in_flight_hash,
             free,
             fingerprints,
             compat_hashes,
@@ -435,12 +459,15 @@ impl<'a> World<'a> {
                 self.solve(&classes, &useful, true, &removed)
             });
             let covered = self.chunks.len();
+            // A whole-cluster run does not look at in-flight NodeClaims (not yet: see README).
             return Simulation {
                 existing,
                 new: None,
                 reads: self.reads(covered, false, &removed),
                 reads_pools: true,
                 walk: None,
+                uninitialized: None,
+                reads_in_flight: false,
             };
         }
         // Without zone-like spread or any affinity, the solver tries every existing node before
@@ -450,15 +477,6 @@ impl<'a> World<'a> {
         // depends only on the leftovers and the NodePools, so it is reused while churn
         // elsewhere in the cluster re-runs the first.
         let (existing, reads, walk) = self.existing_run(&classes, &removed);
-        if existing.failures.is_empty() || !new_nodeclaims {
-            return Simulation {
-                existing,
-                new: None,
-                reads,
-                reads_pools: false,
-                walk: Some(walk),
-            };
-        }
         let mut leftover: BTreeMap<ClassId, i64> = BTreeMap::new();
         for f in &existing.failures {
             *leftover.entry(f.class).or_insert(0) += f.count;
@@ -469,6 +487,19 @@ impl<'a> World<'a> {
                 leftover.get(&id).map(|&n| (id, class, compat, n))
             })
             .collect();
+        let uninitialized = self.in_flight_run(&rest);
+        let reads_in_flight = !rest.is_empty();
+        if existing.failures.is_empty() || !new_nodeclaims {
+            return Simulation {
+                existing,
+                new: None,
+                reads,
+                reads_pools: false,
+                walk: Some(walk),
+                uninitialized,
+                reads_in_flight,
+            };
+        }
         let key = stable_hash(&(
             "new",
             &limit_removed,
@@ -485,6 +516,8 @@ impl<'a> World<'a> {
             reads,
             reads_pools: true,
             walk: Some(walk),
+            uninitialized,
+            reads_in_flight,
         }
     }
 
@@ -663,6 +696,33 @@ impl<'a> World<'a> {
 
     /// What a simulation's answer depends on for its pods: each class, its count, and a hash of
     /// its compatibility.
+    /// The first in-flight NodeClaim that would take some of `rest`, the pods the existing
+    /// nodes leave over (the solver fills those NodeClaims alone, no NodePool open).
+    fn in_flight_run(&self, rest: &[SimClass<'a>]) -> Option<String> {
+        if rest.is_empty() || self.in_flight.is_empty() {
+            return None;
+        }
+        let key = stable_hash(&("in-flight", &self.class_key(rest), self.in_flight_hash));
+        let out = self.memo.borrow_mut().get_or("in-flight", key, || {
+            solve(SolverInput {
+                pools: Vec::new(),
+                classes: rest
+                    .iter()
+                    .map(|&(id, class, compat, count)| ClassInput {
+                        id,
+                        class,
+                        count,
+                        compat,
+                    })
+                    .collect(),
+                nodes: self.in_flight.clone(),
+                bystanders: Vec::new(),
+                previous: None,
+            })
+        });
+        out.placements.first().map(|p| p.target.clone())
+    }
+
     fn class_key(&self, classes: &[SimClass<'a>]) -> Vec<(ClassId, i64, u64)> {
         keyed(classes, &self.compat_hashes)
     }
