@@ -122,6 +122,37 @@ fn run_explains_a_pending_pod_and_a_node_over_http() {
     let _ = controller.wait();
 }
 
+/// A dry run writes no NodeClaim, so the launch it plans for a pod stays planned: the pod's
+/// answer names it, and the launch's answer holds the pod.
+#[test]
+fn a_dry_run_explains_the_launch_a_pod_waits_for() {
+    let c = LiveCluster::start("run-kube-explain-launch");
+    c.create_nodeclass("test");
+    c.create_nodepool();
+    c.create_unschedulable_pod("web-1");
+    let port = free_port();
+    let mut controller = c
+        .dovetail("sim", "30s")
+        .args(["--no-leader-elect", "--dry-run"])
+        .args(["--metrics-port", &port.to_string()])
+        .args(["--health-probe-port", "0"])
+        .spawn()
+        .expect("start dovetail run");
+    let v: Value = serde_json::from_str(&ok(port, "/explain/pod/team/web-1?o=json")).expect("JSON");
+    assert_eq!(v["outcome"], "launch", "{v}");
+    assert_eq!(v["nodepool"], "general", "{v}");
+    let launch = v["name"].as_str().expect("the launch's name").to_string();
+    let text = ok(port, &format!("/explain/launch/{launch}"));
+    let _ = controller.kill();
+    let _ = controller.wait();
+    assert!(
+        text.starts_with(&format!("Launch {launch} of NodePool general: $")),
+        "{text}"
+    );
+    assert!(text.contains("holds 1 pods: team/web-1"), "{text}");
+    assert!(text.contains("m5.large"), "{text}");
+}
+
 #[test]
 fn without_explain_the_endpoint_says_it_is_off() {
     let c = LiveCluster::start("run-kube-explain-off");

@@ -11,6 +11,7 @@ use crate::explain::decided::Decided;
 use crate::explain::{launch, node, pod};
 use dovetail_dataflow::decisions::Decision;
 use serde::Serialize;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// An HTTP answer.
@@ -25,12 +26,19 @@ pub(crate) struct Answer {
 #[derive(Clone, Default)]
 pub(crate) struct Explained {
     current: Arc<Mutex<Option<Arc<Decided>>>>,
+    /// A standby decides nothing, so it has nothing to explain.
+    standby: Arc<AtomicBool>,
 }
 
 impl Explained {
     /// Explain is on: the decisions are kept from now on.
     pub(crate) fn on(&self) {
         *self.lock() = Some(Arc::new(Decided::default()));
+    }
+
+    /// Whether this replica is a standby (not deciding) now.
+    pub(crate) fn standby(&self, standby: bool) {
+        self.standby.store(standby, Ordering::Relaxed);
     }
 
     /// Applies one epoch's diffs (nothing while explain is off).
@@ -57,6 +65,11 @@ impl Explained {
     pub(crate) fn answer(&self, path: &str, json: bool, now_ms: i64) -> Answer {
         let snapshot = self.lock().clone();
         match snapshot {
+            Some(_) if self.standby.load(Ordering::Relaxed) => error(
+                "503 Service Unavailable",
+                "this replica is a standby and decides nothing: ask the leader".into(),
+                json,
+            ),
             Some(decided) => answer(&decided, path, json, now_ms),
             None => error(
                 "503 Service Unavailable",
@@ -165,6 +178,11 @@ mod tests {
             "{}",
             a.body
         );
+        e.standby(true);
+        let a = e.answer("/explain/pod/team/web", false, 0);
+        assert_eq!(a.status, "503 Service Unavailable");
+        assert!(a.body.contains("standby"), "{}", a.body);
+        e.standby(false);
         let a = e.answer("/explain/node/ip-10-0-0-1", true, 0);
         assert_eq!(a.status, "404 Not Found");
         assert_eq!(a.content_type, "application/json");

@@ -208,6 +208,7 @@ fn drive<C: LiveCloud>(
         // A dry run writes nothing, so Karpenter's Lease does not stop it deciding: that is how
         // a Karpenter user compares the two before cutting over.
         let acting = role == Role::Leader || (args.dry_run && role == Role::KarpenterActive);
+        published.explained.standby(!acting);
         // The leader tells; a standby's watches skip the same objects.
         let skipped = watch_stats.take_skipped();
         if acting {
