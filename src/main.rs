@@ -2,14 +2,13 @@
 //! standing queries kept up to date by differential dataflow.
 
 mod cli_ranges;
-mod explain;
-mod feature_gates;
-mod output;
-mod plan;
 mod processes;
 mod replay_cmd;
 mod report;
 mod trace;
+
+// In the library so `dovetail run` serves the same explanations over HTTP.
+use dovetail::{explain, feature_gates, output, plan};
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};

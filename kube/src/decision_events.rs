@@ -17,6 +17,7 @@
 use dovetail_dataflow::backend::ClusterEvent;
 use dovetail_dataflow::decisions::{Decision, DisruptionReason};
 use dovetail_dataflow::disruption_reasons::Blocker;
+use dovetail_dataflow::scheduling_reasons::Unschedulable;
 use std::collections::HashMap;
 
 /// How long an event is not repeated.
@@ -113,7 +114,7 @@ fn events_of(decision: &Decision, is_node: &impl Fn(&str) -> bool) -> Vec<Cluste
         Decision::Unschedulable { pod, reason } => vec![event(
             format!("Pod/{pod}"),
             "FailedScheduling",
-            format!("Failed to schedule pod, {reason}"),
+            format!("Failed to schedule pod, {}", unschedulable_words(reason)),
         )],
         Decision::Disruption(d) => {
             let Some(why) = &d.blocked_by else {
@@ -154,12 +155,36 @@ fn events_of(decision: &Decision, is_node: &impl Fn(&str) -> bool) -> Vec<Cluste
     }
 }
 
+/// Why a pod is unschedulable, in `dovetail explain pod`'s words: when NodePools rule it out,
+/// the nearest one's blocker and the one change that would remove it (a list of every
+/// NodePool's reason tells a user less than what to change first); the rest is counted.
+/// Nearest is `PoolRejection::distance`, ties by name (the reason does not carry weights).
+fn unschedulable_words(reason: &Unschedulable) -> String {
+    let rejections = reason.rejections();
+    let Some((pool, blocker)) = rejections
+        .iter()
+        .min_by(|a, b| (a.1.distance(), &a.0).cmp(&(b.1.distance(), &b.0)))
+    else {
+        return reason.to_string();
+    };
+    let mut words = format!(
+        "nearest NodePool {pool} ruled out: {blocker}; would change with: {}",
+        blocker.remedy(pool)
+    );
+    match rejections.len() - 1 {
+        0 => {}
+        1 => words.push_str(" (1 more NodePool ruled out)"),
+        n => words.push_str(&format!(" ({n} more NodePools ruled out)")),
+    }
+    words
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use dovetail_dataflow::decisions::Disruption;
     use dovetail_dataflow::model::Price;
-    use dovetail_dataflow::scheduling_reasons::Unschedulable;
+    use dovetail_dataflow::scheduling_reasons::PoolRejection;
 
     fn blocked(node: &str, reason: DisruptionReason, why: Blocker) -> Decision {
         Decision::Disruption(Disruption {
@@ -267,5 +292,40 @@ mod tests {
         // The dropped ones were never written: the next turn may say them.
         assert_eq!(e.from_diffs(t + 1, &many, |_| false).len(), MAX_PER_TURN);
         assert_eq!(e.recorded, 3 + 2 * MAX_PER_TURN as u64);
+    }
+
+    #[test]
+    fn an_unschedulable_pod_is_told_the_nearest_nodepools_blocker_and_remedy() {
+        let reason = Unschedulable::NodePools {
+            rejections: vec![
+                (
+                    "arm".into(),
+                    PoolRejection::LabelUndefined {
+                        key: "example.com/team".into(),
+                    },
+                ),
+                (
+                    "general".into(),
+                    PoolRejection::Limits {
+                        resource: "cpu".into(),
+                        limit: 4_000,
+                        used: 4_000,
+                        needs: 2_000,
+                    },
+                ),
+            ],
+        };
+        let diffs = vec![(
+            Decision::Unschedulable {
+                pod: "team/web".into(),
+                reason,
+            },
+            1,
+        )];
+        let events = DecisionEvents::default().from_diffs(0, &diffs, |_| false);
+        assert_eq!(
+            events[0].message,
+            "Failed to schedule pod, nearest NodePool general ruled out: limits reached (cpu: 4 of 4 used, the smallest fitting type needs 2); would change with: raising NodePool general's limits.cpu to at least 6 (1 more NodePool ruled out)"
+        );
     }
 }

@@ -58,15 +58,14 @@ pub fn standing_queries_explained<'s>(
 /// are evaluated together at its end (a multiple of `poll_ms`). Provisioning is not delayed.
 /// A replay uses this; `plan` and the tests decide at once.
 pub fn standing_queries_polled(poll_ms: u64) -> impl QueryBuilder {
-    with_builder_signature(move |facts| {
-        build(
-            facts,
-            Halves::Both {
-                poll_ms: Some(poll_ms),
-                explain: false,
-            },
-        )
-    })
+    standing_queries_with(Some(poll_ms), false)
+}
+
+/// Every standing query, disruption polled every `poll_ms` (None: at every change, as
+/// [`standing_queries`]) and, with `explain`, the verdicts of [`standing_queries_explained`]:
+/// `dovetail run --explain` keeps them current to answer `/explain/...` without recomputing.
+pub fn standing_queries_with(poll_ms: Option<u64>, explain: bool) -> impl QueryBuilder {
+    with_builder_signature(move |facts| build(facts, Halves::Both { poll_ms, explain }))
 }
 
 /// Pins a closure to the builder's higher-ranked signature (closures are not inferred as such).

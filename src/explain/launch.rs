@@ -2,12 +2,12 @@
 //! order, and the lower bound of its own pods beside its price — how much of what it costs the
 //! pods themselves need.
 
+use super::decided::Decided;
 use super::pod::Offer;
 use super::{Format, Source};
 use anyhow::{bail, Result};
 use clap::Args;
-use dovetail_dataflow::decisions::{Decision, Launch};
-use dovetail_dataflow::provisioning_verdicts::{LaunchVerdict, PodVerdict};
+use dovetail_dataflow::decisions::Launch;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -44,7 +44,7 @@ pub fn run(args: LaunchArgs, wall_clock_ms: u64) -> Result<()> {
         &args.source.options(now_ms),
         dovetail_queries::standing_queries_explained,
     )?;
-    let Some(e) = explain(&args.name, decisions) else {
+    let Some(e) = explain(&args.name, &Decided::of(&decisions)) else {
         bail!(
             "{} is not a launch planned for these manifests (`dovetail plan` lists the launches)",
             args.name
@@ -58,25 +58,8 @@ pub fn run(args: LaunchArgs, wall_clock_ms: u64) -> Result<()> {
 }
 
 /// The launch's explanation from the engine's decisions; `None` when there is no such launch.
-pub fn explain(name: &str, decisions: Vec<Decision>) -> Option<LaunchExplanation> {
-    let mut launch: Option<Launch> = None;
-    let mut offers: Option<LaunchVerdict> = None;
-    let mut pods = Vec::new();
-    let mut classes: BTreeMap<u64, PodVerdict> = BTreeMap::new();
-    for d in decisions {
-        match d {
-            Decision::Launch(l) if l.name == name => launch = Some(l),
-            Decision::LaunchVerdict(v) if v.launch == name => offers = Some(*v),
-            Decision::Binding { pod, target } if target == name => pods.push(pod),
-            Decision::PodVerdict(v) => {
-                classes.insert(v.class, *v);
-            }
-            _ => {}
-        }
-    }
-    let l = launch?;
-    pods.sort();
-    let lower_bound = own_lower_bound(&l, &classes);
+pub fn explain(name: &str, decided: &Decided) -> Option<LaunchExplanation> {
+    let l = decided.launch(name)?;
     Some(LaunchExplanation {
         launch: l.name.clone(),
         nodepool: l.nodepool.clone(),
@@ -84,20 +67,21 @@ pub fn explain(name: &str, decisions: Vec<Decision>) -> Option<LaunchExplanation
         zones: l.zones.clone(),
         capacity_types: l.capacity_types.clone(),
         requirements: l.requirements.to_string(),
-        pods,
-        instance_types: offers
+        pods: decided.bound_to(name).into_iter().cloned().collect(),
+        instance_types: decided
+            .launch_verdict(name)
             .map(|v| v.offers.iter().map(Offer::from).collect())
             .unwrap_or_default(),
-        lower_bound_per_hour: lower_bound,
+        lower_bound_per_hour: own_lower_bound(l, decided),
     })
 }
 
 /// The lower bound of the launch's own pods in dollars per hour, as the engine's lower bound
 /// charges them (`queries/src/lower_bound.rs`).
-fn own_lower_bound(l: &Launch, classes: &BTreeMap<u64, PodVerdict>) -> f64 {
+fn own_lower_bound(l: &Launch, decided: &Decided) -> f64 {
     let mut sums: BTreeMap<&str, f64> = BTreeMap::new();
     for (class, count) in &l.pods_by_class {
-        let Some(v) = classes.get(class) else {
+        let Some(v) = decided.class_verdict(*class) else {
             continue;
         };
         for (resource, cost) in &v.unit_cost {

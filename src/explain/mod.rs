@@ -2,6 +2,7 @@
 //! from the standing queries — their decisions and the verdicts they keep — run on the
 //! manifests as `plan` runs them; reasons are typed there and put into words only here.
 
+pub mod decided;
 pub mod launch;
 pub mod node;
 pub mod pod;

@@ -2,10 +2,11 @@
 //! method order, from the commands query's decisions (the command the node is in, or why it is
 //! listed as blocked) and the node's verdict (what the methods read of it).
 
+use super::decided::Decided;
 use super::{Format, Source};
 use anyhow::{bail, Result};
 use clap::Args;
-use dovetail_dataflow::decisions::{Decision, Disruption, DisruptionReason, Launch};
+use dovetail_dataflow::decisions::{Disruption, DisruptionReason};
 use dovetail_dataflow::disruption_reasons::{At, Blocker, DriftReason, NodeVerdict};
 use dovetail_dataflow::facts::InterruptionKind;
 use serde::Serialize;
@@ -113,7 +114,7 @@ pub fn run(args: NodeArgs, wall_clock_ms: u64) -> Result<()> {
         &args.source.options(now_ms),
         dovetail_queries::standing_queries_explained,
     )?;
-    let Some(e) = explain(&args.name, decisions, now_ms as i64) else {
+    let Some(e) = explain(&args.name, &Decided::of(&decisions), now_ms as i64) else {
         bail!(
             "{} is not a node any NodePool manages in these manifests (a registered Node labelled karpenter.sh/nodepool with its NodePool)",
             args.name
@@ -128,20 +129,10 @@ pub fn run(args: NodeArgs, wall_clock_ms: u64) -> Result<()> {
 
 /// The node's explanation from the engine's decisions at `now_ms`; `None` when it is no
 /// candidate.
-pub fn explain(node: &str, decisions: Vec<Decision>, now_ms: i64) -> Option<NodeExplanation> {
-    let mut verdict = None;
-    let mut disruptions = Vec::new();
-    let mut launches = Vec::new();
-    for d in decisions {
-        match d {
-            Decision::NodeVerdict(v) if v.node == node => verdict = Some(*v),
-            Decision::Disruption(d) if d.node == node => disruptions.push(d),
-            Decision::Launch(l) => launches.push(l),
-            _ => {}
-        }
-    }
-    let v = verdict?;
-    let command = disruptions.iter().find(|d| d.command.is_some());
+pub fn explain(node: &str, decided: &Decided, now_ms: i64) -> Option<NodeExplanation> {
+    let v = decided.node_verdict(node)?;
+    let disruptions = decided.disruptions(node);
+    let command = disruptions.iter().copied().find(|d| d.command.is_some());
     let methods: Vec<MethodVerdict> = [
         DisruptionReason::Interrupted,
         DisruptionReason::Expired,
@@ -150,7 +141,7 @@ pub fn explain(node: &str, decisions: Vec<Decision>, now_ms: i64) -> Option<Node
         DisruptionReason::Underutilized,
     ]
     .into_iter()
-    .map(|m| method(m, &v, command, &disruptions, &launches, now_ms))
+    .map(|m| method(m, v, command, &disruptions, decided, now_ms))
     .collect();
     Some(NodeExplanation {
         node: v.node.clone(),
@@ -173,8 +164,8 @@ fn method(
     m: DisruptionReason,
     v: &NodeVerdict,
     command: Option<&Disruption>,
-    listed: &[Disruption],
-    launches: &[Launch],
+    listed: &[&Disruption],
+    decided: &Decided,
     now_ms: i64,
 ) -> MethodVerdict {
     let found = match m {
@@ -195,7 +186,7 @@ fn method(
             replacements: c
                 .replacements
                 .iter()
-                .filter_map(|r| launches.iter().find(|l| &l.name == r))
+                .filter_map(|r| decided.launch(r))
                 .map(|l| Replacement {
                     name: l.name.clone(),
                     instance_types: l.instance_types.clone(),
@@ -350,7 +341,7 @@ fn words(v: &Verdict, found: Option<&Found>) -> String {
 }
 
 /// The explanation as a person reads it.
-fn text(e: &NodeExplanation) -> String {
+pub fn text(e: &NodeExplanation) -> String {
     let mut s = String::new();
     let price = e
         .price_per_hour

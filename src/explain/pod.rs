@@ -3,10 +3,11 @@
 //! remove it; the preferences relaxed and why; and the binding or launch the engine decided, the
 //! launch's types in price order with the offering that makes the cheapest.
 
+use super::decided::Decided;
 use super::{Format, Source};
 use anyhow::{bail, Result};
 use clap::Args;
-use dovetail_dataflow::decisions::{Decision, Launch};
+use dovetail_dataflow::decisions::Launch;
 use dovetail_dataflow::provisioning_verdicts::{LaunchVerdict, TypeOffer};
 use dovetail_dataflow::scheduling_reasons::{requests_text, PoolRejection, Unschedulable};
 use serde::Serialize;
@@ -114,7 +115,7 @@ pub fn run(args: PodArgs, wall_clock_ms: u64) -> Result<()> {
         &args.source.options(now_ms),
         dovetail_queries::standing_queries_explained,
     )?;
-    let Some(e) = explain(&args.pod, decisions) else {
+    let Some(e) = explain(&args.pod, &Decided::of(&decisions)) else {
         bail!(
             "{} is not a pending pod in these manifests (a pod bound to a node, a DaemonSet pod or a mirror pod is not provisioned for)",
             args.pod
@@ -128,29 +129,17 @@ pub fn run(args: PodArgs, wall_clock_ms: u64) -> Result<()> {
 }
 
 /// The pod's explanation from the engine's decisions; `None` when it is not pending.
-pub fn explain(pod: &str, decisions: Vec<Decision>) -> Option<PodExplanation> {
-    let mut verdict = None;
-    let mut decided = None;
-    let mut launches: Vec<Launch> = Vec::new();
-    let mut offers: Vec<LaunchVerdict> = Vec::new();
-    for d in decisions {
-        match d {
-            Decision::PodVerdict(v) if v.pods.iter().any(|p| p == pod) => verdict = Some(*v),
-            Decision::Binding { pod: p, target } if p == pod => {
-                decided = Some(Ok(target));
-            }
-            Decision::Unschedulable { pod: p, reason } if p == pod => decided = Some(Err(reason)),
-            Decision::Launch(l) => launches.push(l),
-            Decision::LaunchVerdict(v) => offers.push(*v),
-            _ => {}
-        }
-    }
-    let v = verdict?;
-    let outcome = match decided? {
-        Err(reason) => Outcome::Unschedulable { reason },
-        Ok(target) => match launches.iter().find(|l| l.name == target) {
-            None => Outcome::Node { node: target },
-            Some(l) => Outcome::Launch(launch_out(l, offers.iter().find(|o| o.launch == l.name))),
+pub fn explain(pod: &str, decided: &Decided) -> Option<PodExplanation> {
+    let v = decided.pod_verdict(pod)?;
+    let outcome = match decided.outcome(pod)? {
+        Err(reason) => Outcome::Unschedulable {
+            reason: reason.clone(),
+        },
+        Ok(target) => match decided.launch(target) {
+            None => Outcome::Node {
+                node: target.clone(),
+            },
+            Some(l) => Outcome::Launch(launch_out(l, decided.launch_verdict(&l.name))),
         },
     };
     let chosen = v.chosen as usize;

@@ -67,6 +67,12 @@ pub struct RunArgs {
     /// Prometheus metrics on `0.0.0.0:PORT/metrics` (`--cluster kube`; 0: off).
     #[arg(long, env = "METRICS_PORT", default_value_t = 8080)]
     pub metrics_port: u16,
+    /// Keep the verdicts `dovetail explain` reads and serve them on the metrics port:
+    /// `/explain/pod/NAMESPACE/NAME`, `/explain/node/NAME`, `/explain/launch/NAME` (text;
+    /// JSON with `?o=json` or `Accept: application/json`). `--cluster kube`, with a metrics
+    /// port.
+    #[arg(long, env = "EXPLAIN", default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    pub explain: bool,
     /// `/healthz` and `/readyz` on `0.0.0.0:PORT` (`--cluster kube`; 0: off).
     #[arg(long, env = "HEALTH_PROBE_PORT", default_value_t = 8081)]
     pub health_probe_port: u16,

@@ -146,8 +146,13 @@ fn drive<C: LiveCloud>(
     http::serve(runtime, args.health_probe_port, published.clone())?;
     let mut cluster = KubeCluster::new(writer);
     let mut stats = KubeStats::default();
-    let queries = dovetail_queries::standing_queries_polled(POLL_INTERVAL_MS as u64);
+    // Nothing would serve the verdicts without the metrics port: then they are not kept.
+    let explain = args.explain && args.metrics_port != 0;
+    let queries = dovetail_queries::standing_queries_with(Some(POLL_INTERVAL_MS as u64), explain);
     let mut control = ControlLoop::start(queries, 1, settings)?;
+    if explain {
+        published.explained.on();
+    }
     control
         .actuator_mut()
         .set_instance_types(region_types(&catalog));
@@ -203,6 +208,7 @@ fn drive<C: LiveCloud>(
         // A dry run writes nothing, so Karpenter's Lease does not stop it deciding: that is how
         // a Karpenter user compares the two before cutting over.
         let acting = role == Role::Leader || (args.dry_run && role == Role::KarpenterActive);
+        published.explained.standby(!acting);
         // The leader tells; a standby's watches skip the same objects.
         let skipped = watch_stats.take_skipped();
         if acting {
@@ -303,6 +309,7 @@ fn drive<C: LiveCloud>(
         control.expire_capacity_errors(now);
         let diffs = control.advance(now)?;
         control.act(now, &diffs, &mut cloud, &mut cluster);
+        published.explained.apply(&diffs);
         for e in events.from_diffs(now, &diffs, |n| cluster.node(n).is_some()) {
             cluster.record_event(now, e);
         }

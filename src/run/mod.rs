@@ -5,6 +5,7 @@
 //! server with the simulated cloud playing kubelet (see `kube.rs`).
 
 mod args;
+mod explain;
 mod http;
 mod kube;
 mod live_cloud;
