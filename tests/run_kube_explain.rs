@@ -72,8 +72,10 @@ fn run_explains_a_pending_pod_and_a_node_over_http() {
     assert_eq!(v["outcome"], "unschedulable", "{v}");
     let pool = &v["nodepools"][0];
     assert_eq!(pool["nodepool"], "general", "{v}");
-    assert_eq!(pool["blocker"]["kind"], "requirement", "{v}");
-    assert_eq!(pool["blocker"]["key"], "karpenter.sh/capacity-type", "{v}");
+    assert_eq!(
+        pool["blocker"]["requirement"]["key"], "karpenter.sh/capacity-type",
+        "{v}"
+    );
     let sides = pool["blocker"].to_string();
     assert!(
         sides.contains("spot") && sides.contains("on-demand"),

@@ -248,7 +248,7 @@ mod tests {
         let a = e.answer("/explain/pod/team/huge", true, 0);
         let v: serde_json::Value = serde_json::from_str(&a.body).expect("JSON");
         assert_eq!(v["outcome"], "unschedulable");
-        assert_eq!(v["nodepools"][0]["blocker"]["kind"], "no_instance_types");
+        assert_eq!(v["nodepools"][0]["blocker"], "no_instance_types");
 
         e.apply(&[(unschedulable, -1)]);
         assert_eq!(
