@@ -72,8 +72,8 @@ pub fn offer_prices<'s>(
     pools: VecCollection<'s, Epoch, (String, PoolTypes)>,
 ) -> VecCollection<'s, Epoch, (OfferKey, Price)> {
     let keys = node_offer_keys(nodes);
-    // Only the types some node runs are spread into keys: spreading every type's offerings
-    // (tens of thousands of keys) at each price change was most of the change.
+    // Only the types some node runs are spread into keys, not every type's offerings (tens of
+    // thousands of keys) at each price change.
     let node_types = keys
         .clone()
         .map(|((pool, instance_type, _, _), ())| (pool, instance_type))

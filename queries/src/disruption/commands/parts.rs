@@ -48,7 +48,8 @@ pub(super) struct Parts {
     /// Candidates without pods, for emptiness (a few among ten thousand).
     pub empty: BTreeSet<String>,
     /// Candidates multi-node consolidation may take, best first (see [`Rank`]): it wants the
-    /// first hundred or so, and ranking ten thousand per evaluation was a tenth of it.
+    /// first hundred or so, so the order is kept as candidates change, not sorted per
+    /// evaluation.
     pub ranked: BTreeSet<(Rank, String)>,
     pub prices: BTreeMap<OfferKey, Price>,
     /// The candidates of each offering, to re-price them as its price changes.
@@ -73,8 +74,8 @@ pub(super) struct Parts {
 }
 
 /// A candidate (with its hash, computed as it changes) and what the query keeps about it
-/// between evaluations. Kept together, as every evaluation visits every candidate: looking
-/// each one's check, demand and listings up by name in three maps was a third of it.
+/// between evaluations. Kept together, as every evaluation visits every candidate, so one
+/// lookup finds its check, demand and listings.
 pub(super) struct Slot {
     pub hash: u64,
     pub candidate: Candidate,

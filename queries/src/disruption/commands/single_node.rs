@@ -59,9 +59,9 @@ pub(super) struct Read {
     walk: Option<u64>,
 }
 
-/// What the cheap prune reads of a candidate's pods, kept with the candidate: their total
-/// requests, the largest of each resource, and the cheapest launch that could hold any one of
-/// them. Summing ten thousand candidates' pods per evaluation was a tenth of it.
+/// What the cheap prune reads of a candidate's pods, kept with the candidate (not summed again
+/// per evaluation): their total requests, the largest of each resource, and the cheapest launch
+/// that could hold any one of them.
 #[derive(Default)]
 pub(super) struct Demand {
     /// The candidate's hash.
@@ -199,8 +199,8 @@ impl<'a> Evaluation<'a> {
     /// Single-node consolidation outcome: (launches, savings), or why not.
     /// With `may_replace` false (no replacement could be cheaper), only a delete is checked.
     /// The outcome is kept per candidate with what it read ([`Check`]) and stands while that is
-    /// unchanged: most changes touch a few nodes, and re-checking ten thousand candidates
-    /// (even with every simulation memoised) was most of a change.
+    /// unchanged: most changes touch a few nodes, so most candidates need no new check, even a
+    /// memoised one.
     /// Returns the savings of a consolidation that works; its launches stay in the check
     /// ([`Evaluation::kept_launches`]), not copied for thousands of candidates of which one is
     /// chosen.
@@ -315,8 +315,8 @@ impl<'a> Evaluation<'a> {
             }),
             [l] => {
                 // Candidates whose pods leave the same pods over share a new-NodeClaim run, and
-                // many have the same price: narrowing its launch once for them all saved most
-                // of an evaluation after a price change (every candidate's context changes).
+                // many have the same price: its launch is narrowed once for them all (after a
+                // price change every candidate's context changes at once).
                 let key = out
                     .new_run_id()
                     .map(|id| (id, price.0, c.capacity_type == CAPACITY_TYPE_SPOT));

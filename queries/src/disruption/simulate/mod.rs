@@ -214,16 +214,15 @@ fn needs_whole_cluster(class: &PodClass) -> bool {
 }
 
 /// A hash of everything about a node the solver reads. The commands query computes it as a
-/// node's state changes, not per evaluation (hashing 10,000 nodes' labels and pods was a sixth
-/// of an evaluation).
+/// node's state changes, not per evaluation (why: `docs/disruption-profiling.md`).
 pub fn fingerprint(n: &NodeState) -> u64 {
     stable_hash(n)
 }
 
 impl<'a> World<'a> {
     /// The world of one evaluation. `nodes` come in name order, each with its
-    /// [`fingerprint`] and whether it [`ends_chunk`], as the commands query keeps them (sorting
-    /// and hashing ten thousand names per evaluation was a third of building it).
+    /// [`fingerprint`] and whether it [`ends_chunk`], as the commands query keeps them, so that
+    /// building a world neither sorts nor hashes names.
     pub fn new(
         pools: Vec<&'a PoolTypes>,
         classes: BTreeMap<ClassId, (&'a PodClass, &'a Compatibility)>,

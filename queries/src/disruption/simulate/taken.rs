@@ -6,12 +6,11 @@ use std::collections::BTreeSet;
 
 /// The nodes earlier commands of an evaluation disrupt or fill, left out of every later
 /// simulation of it. It grows one command at a time while thousands of candidates are checked
-/// against it, so it is indexed as it grows ([`World::take`]), not per check: with a hundred
-/// commands, rebuilding and hashing it per check was most of an evaluation at 10,000 nodes.
+/// against it, so it is indexed as it grows ([`World::take`]), not rebuilt per check.
 ///
-/// Every candidate asks whether it is taken, so the names are hashed, not ordered (string
-/// comparisons of `node-0…` names were a tenth of an evaluation), and the keys naming the sets
-/// are sums of their names' hashes, which need no order.
+/// Every candidate asks whether it is taken, so the names are hashed, not ordered, and the keys
+/// naming the sets are sums of their names' hashes, which need no order. What each of these cost
+/// before: `docs/disruption-profiling.md`.
 #[derive(Debug, Default)]
 pub struct Taken {
     pub(super) names: HashSet<String>,
@@ -21,8 +20,7 @@ pub struct Taken {
     /// Their positions among the destinations of the evaluation's [`World`].
     pub(super) gone: BTreeSet<usize>,
     /// `gone` in order, each with the sum of [`mix`] over it and every earlier one: every
-    /// check asks for the sum below its end, and summing a hundred positions per check was a
-    /// tenth of an evaluation.
+    /// check asks for the sum below its end.
     pub(super) gone_sums: Vec<(usize, u64)>,
     /// Those whose allocatable counts against a NodePool limit.
     pub(super) limited: HashSet<String>,
