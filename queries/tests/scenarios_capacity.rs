@@ -252,25 +252,8 @@ metadata:
 status:
   allocatable: {cpu: "2", memory: 8Gi, pods: "29"}
 ---
-apiVersion: karpenter.sh/v1
-kind: NodeClaim
-metadata:
-  name: default-inflight
-  labels:
-    karpenter.sh/nodepool: default
-spec:
-  nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
-  requirements:
-    - {key: topology.kubernetes.io/zone, operator: In, values: [us-east-1b]}
-    - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.xlarge]}
-    - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
-    - {key: kubernetes.io/arch, operator: In, values: [amd64]}
-    - {key: kubernetes.io/os, operator: In, values: [linux]}
-status:
-  capacity: {cpu: "4", memory: 16Gi, pods: "58"}
-  allocatable: {cpu: "3", memory: 12Gi, pods: "58"}
----
-"# + &pods(5, "p", "1", "1Gi", "", "");
+"# + &in_flight_nodeclaim("default-inflight", "us-east-1b")
+        + &pods(5, "p", "1", "1Gi", "", "");
     let out = plan(&yaml);
     assert!(out.launches.is_empty(), "{:?}", out.launches);
     assert!(out.unschedulable.is_empty(), "{out:?}");

@@ -2454,27 +2454,8 @@ fn a_node_waits_while_its_pods_would_land_on_an_in_flight_nodeclaim() {
     let d = commanded(&o, "spare").unwrap_or_else(|| panic!("{:#?}", o.disruptions));
     assert_eq!(d.replacements.len(), 1, "alone, it is replaced: {d:#?}");
 
-    let in_flight = r#"
-apiVersion: karpenter.sh/v1
-kind: NodeClaim
-metadata:
-  name: default-inflight
-  labels:
-    karpenter.sh/nodepool: default
-spec:
-  nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
-  requirements:
-    - {key: topology.kubernetes.io/zone, operator: In, values: [us-east-1a]}
-    - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.xlarge]}
-    - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
-    - {key: kubernetes.io/arch, operator: In, values: [amd64]}
-    - {key: kubernetes.io/os, operator: In, values: [linux]}
-status:
-  capacity: {cpu: "4", memory: 16Gi, pods: "58"}
-  allocatable: {cpu: "3", memory: 12Gi, pods: "58"}
----
-"#;
-    let o = plan_at(&(default_pool() + &spare + in_flight), MONDAY_MS);
+    let in_flight = in_flight_nodeclaim("default-inflight", "us-east-1a");
+    let o = plan_at(&(default_pool() + &spare + &in_flight), MONDAY_MS);
     assert!(commanded(&o, "spare").is_none(), "{:#?}", o.disruptions);
     assert!(
         o.disruptions.iter().any(|d| d.node == "spare"

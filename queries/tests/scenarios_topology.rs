@@ -361,6 +361,11 @@ fn a_schedule_anyway_spread_is_dropped_when_it_cannot_be_met() {
     }
 }
 
+/// A running `app: web` pod of 1 CPU bound to `node`.
+fn running(name: &str, node: &str) -> String {
+    pod(name, "1", "1Gi", "app: web", &format!("  nodeName: {node}"))
+}
+
 /// `node_yaml` with extra lines under a new `spec:` (cordon, taints).
 fn with_spec(node_yaml: &str, spec: &str) -> String {
     node_yaml.replacen("status:", &format!("spec:\n{spec}\nstatus:"), 1)
@@ -379,8 +384,6 @@ fn a_zone_the_nodepool_no_longer_offers_still_counts_toward_the_skew() {
         "",
         "",
     ) + NODECLASS;
-    let running =
-        |name: &str, node: &str| pod(name, "1", "1Gi", "app: web", &format!("  nodeName: {node}"));
     let yaml = pool
         + &node("full-a", "us-east-1a", "1", "8Gi", "20")
         + &node("full-b", "us-east-1b", "1", "8Gi", "20")
@@ -415,8 +418,6 @@ fn a_capacity_type_the_nodepool_no_longer_offers_still_counts_toward_the_skew() 
     // only now, and one matching pod still runs on a spot node whose taint the new pods do not
     // tolerate (taints do not hide a domain: nodeTaintsPolicy defaults to Ignore). With one pod
     // in each capacity type, one more may go on-demand, not three.
-    let running =
-        |name: &str, node: &str| pod(name, "1", "1Gi", "app: web", &format!("  nodeName: {node}"));
     let spot = with_spec(
         &node("spot-a", "us-east-1a", "4", "16Gi", "20")
             .replace("capacity-type: on-demand", "capacity-type: spot"),

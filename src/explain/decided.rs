@@ -8,6 +8,7 @@ use dovetail_dataflow::disruption_reasons::NodeVerdict;
 use dovetail_dataflow::provisioning_verdicts::{LaunchVerdict, PodVerdict};
 use dovetail_dataflow::scheduling_reasons::Unschedulable;
 use std::borrow::Borrow;
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::hash::Hash;
 
@@ -28,23 +29,27 @@ impl<K, V> Default for Keyed<K, V> {
 }
 
 impl<K: Hash + Eq, V: PartialEq> Keyed<K, V> {
+    /// Adds `diff` to the count of `value` under `key`; a key left with nothing is dropped.
     fn update(&mut self, key: K, value: V, diff: isize) {
-        let values = self.map.entry(key).or_default();
-        match values.iter().position(|(v, _)| *v == value) {
-            Some(i) => {
-                values[i].1 += diff;
-                if values[i].1 == 0 {
-                    values.swap_remove(i);
+        match self.map.entry(key) {
+            Entry::Occupied(mut e) => {
+                let values = e.get_mut();
+                match values.iter().position(|(v, _)| *v == value) {
+                    Some(i) => {
+                        values[i].1 += diff;
+                        if values[i].1 == 0 {
+                            values.swap_remove(i);
+                        }
+                    }
+                    None => values.push((value, diff)),
+                }
+                if values.is_empty() {
+                    e.remove();
                 }
             }
-            None => values.push((value, diff)),
-        }
-    }
-
-    /// Drops `key` once it holds nothing (kept apart from `update`, which moves the key in).
-    fn prune(&mut self, key: &K) {
-        if self.map.get(key).is_some_and(Vec::is_empty) {
-            self.map.remove(key);
+            Entry::Vacant(e) => {
+                e.insert(vec![(value, diff)]);
+            }
         }
     }
 
@@ -113,38 +118,29 @@ impl Decided {
             Decision::NodeVerdict(v) => {
                 self.node_verdicts
                     .update(v.node.clone(), (**v).clone(), diff);
-                self.node_verdicts.prune(&v.node);
             }
             Decision::Disruption(d) => {
                 self.disruptions.update(d.node.clone(), d.clone(), diff);
-                self.disruptions.prune(&d.node);
             }
             Decision::PodVerdict(v) => {
                 for pod in &v.pods {
                     self.pod_classes.update(pod.clone(), v.class, diff);
-                    self.pod_classes.prune(pod);
                 }
                 self.pod_verdicts.update(v.class, (**v).clone(), diff);
-                self.pod_verdicts.prune(&v.class);
             }
             Decision::Binding { pod, target } => {
                 self.outcomes.update(pod.clone(), Ok(target.clone()), diff);
-                self.outcomes.prune(pod);
                 self.bound.update(target.clone(), pod.clone(), diff);
-                self.bound.prune(target);
             }
             Decision::Unschedulable { pod, reason } => {
                 self.outcomes.update(pod.clone(), Err(reason.clone()), diff);
-                self.outcomes.prune(pod);
             }
             Decision::Launch(l) => {
                 self.launches.update(l.name.clone(), l.clone(), diff);
-                self.launches.prune(&l.name);
             }
             Decision::LaunchVerdict(v) => {
                 self.launch_verdicts
                     .update(v.launch.clone(), (**v).clone(), diff);
-                self.launch_verdicts.prune(&v.launch);
             }
             Decision::LowerBound(_) | Decision::ClusterLowerBound(_) | Decision::Adopt { .. } => {}
         }

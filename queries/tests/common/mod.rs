@@ -606,3 +606,30 @@ pub fn edit_node(
         .unwrap_or_else(|| panic!("no Fact::Node {name}"));
     edit(node);
 }
+
+/// A launched, not yet joined on-demand m5.xlarge NodeClaim of NodePool "default" in `zone`
+/// (an in-flight node), with 3 CPUs and 12Gi allocatable.
+pub fn in_flight_nodeclaim(name: &str, zone: &str) -> String {
+    format!(
+        r#"
+apiVersion: karpenter.sh/v1
+kind: NodeClaim
+metadata:
+  name: {name}
+  labels:
+    karpenter.sh/nodepool: default
+spec:
+  nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+  requirements:
+    - {{key: topology.kubernetes.io/zone, operator: In, values: [{zone}]}}
+    - {{key: node.kubernetes.io/instance-type, operator: In, values: [m5.xlarge]}}
+    - {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}
+    - {{key: kubernetes.io/arch, operator: In, values: [amd64]}}
+    - {{key: kubernetes.io/os, operator: In, values: [linux]}}
+status:
+  capacity: {{cpu: "4", memory: 16Gi, pods: "58"}}
+  allocatable: {{cpu: "3", memory: 12Gi, pods: "58"}}
+---
+"#
+    )
+}

@@ -188,6 +188,19 @@ fn append_placements(
     }
 }
 
+/// The solver's input for each class.
+fn class_inputs<'a>(classes: &[SimClass<'a>]) -> Vec<ClassInput<'a>> {
+    classes
+        .iter()
+        .map(|&(id, class, compat, count)| ClassInput {
+            id,
+            class,
+            count,
+            compat,
+        })
+        .collect()
+}
+
 /// Each class with its count and its hash from `hashes`.
 fn keyed(classes: &[SimClass<'_>], hashes: &BTreeMap<ClassId, u64>) -> Vec<(ClassId, i64, u64)> {
     classes
@@ -701,19 +714,12 @@ impl<'a> World<'a> {
         if rest.is_empty() || self.in_flight.is_empty() {
             return None;
         }
-        let key = stable_hash(&("in-flight", &self.class_key(rest), self.in_flight_hash));
+        // No NodePool is open, so the run reads what an existing-node run reads of each class.
+        let key = stable_hash(&("in-flight", &self.existing_key(rest), self.in_flight_hash));
         let out = self.memo.borrow_mut().get_or("in-flight", key, || {
             solve(SolverInput {
                 pools: Vec::new(),
-                classes: rest
-                    .iter()
-                    .map(|&(id, class, compat, count)| ClassInput {
-                        id,
-                        class,
-                        count,
-                        compat,
-                    })
-                    .collect(),
+                classes: class_inputs(rest),
                 nodes: self.in_flight.clone(),
                 bystanders: Vec::new(),
                 previous: None,
@@ -756,15 +762,7 @@ impl<'a> World<'a> {
             } else {
                 Vec::new()
             },
-            classes: classes
-                .iter()
-                .map(|&(id, class, compat, count)| ClassInput {
-                    id,
-                    class,
-                    count,
-                    compat,
-                })
-                .collect(),
+            classes: class_inputs(classes),
             nodes,
             bystanders,
             previous: None,
