@@ -15,6 +15,7 @@ pub mod packing_groups;
 pub mod pod_classes;
 pub mod pod_verdicts;
 pub mod solver;
+pub mod spread_domains;
 pub mod types;
 
 use bindings::ClassOutcome;
@@ -201,12 +202,15 @@ fn build<'s>(
         pools.clone(),
         usage.clone(),
     );
+    let spread_domains =
+        spread_domains::spread_domains(classes.clone(), compat.clone(), usage.clone());
     let packed = packing::packing(
         classes.clone(),
         compat.clone(),
         pools.clone(),
         usage.clone(),
         groups,
+        spread_domains,
     );
 
     let placements = packed.clone().flat_map(|p| match p {

@@ -17,6 +17,7 @@
 
 use crate::packing_groups::{GroupId, Member, NodeSignature};
 use crate::solver::{solve, ClassInput, Failure, PlannedLaunch, Previous, SolverInput};
+use crate::spread_domains::SpreadDomain;
 use crate::types::{ClassId, ClassMembers, Compatibility, NodeState, PodClass, PoolTypes};
 use differential_dataflow::VecCollection;
 use dovetail_dataflow::decisions::{Launch, Placement};
@@ -26,7 +27,7 @@ use dovetail_dataflow::model::Price;
 use dovetail_dataflow::scheduling_reasons::Unschedulable;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 
 /// Copies added and removed since the group was last packed from nothing, as a share of its
 /// pending pods, past which it is packed from nothing again.
@@ -39,6 +40,8 @@ enum Part {
     Pool(PoolTypes),
     Class(ClassId, PodClass, i64, Compatibility),
     Node(NodeState),
+    /// A domain of a class's spread that a node outside the group adds.
+    Domain(ClassId, SpreadDomain),
 }
 
 /// What the packing decides.
@@ -60,6 +63,7 @@ pub fn packing<'s>(
     pools: VecCollection<'s, Epoch, (String, PoolTypes)>,
     nodes: VecCollection<'s, Epoch, (String, NodeState)>,
     groups: VecCollection<'s, Epoch, (Member, GroupId)>,
+    spread_domains: VecCollection<'s, Epoch, (ClassId, SpreadDomain)>,
 ) -> VecCollection<'s, Epoch, Packed> {
     let class_groups = groups.clone().flat_map(|(m, g)| match m {
         Member::Class(id) => Some((id, g)),
@@ -80,13 +84,15 @@ pub fn packing<'s>(
                 Part::Class(*id, m.class.clone(), m.members.len() as i64, c.clone()),
             )
         })
-        .join_map(class_groups, |_, part, g| (*g, part.clone()));
+        .join_map(class_groups.clone(), |_, part, g| (*g, part.clone()));
+    let domains =
+        spread_domains.join_map(class_groups, |id, d, g| (*g, Part::Domain(*id, d.clone())));
     let pools = pools.join_map(pool_groups, |_, p, g| (*g, Part::Pool(p.clone())));
     let nodes = nodes
         .map(|(_, n)| (NodeSignature::of(&n.node).id(), n))
         .join_map(node_groups, |_, n, g| (*g, Part::Node(n.clone())));
     let packed = maintain_by_key(
-        pools.concat(nodes).concat(classes),
+        pools.concat(nodes).concat(classes).concat(domains),
         "Packing",
         GroupPlan::default,
     );
@@ -110,11 +116,12 @@ pub fn packing<'s>(
 #[derive(Default)]
 struct GroupPlan {
     parts: HashMap<Part, isize>,
-    /// The answer but its launches (placements, failures, the lower bound).
+    /// The answer but its launches and placements (failures, the lower bound).
     answered: FxHashMap<Packed, isize>,
     /// The launches answered, with their bins: compared by the solver, not here, so that a
     /// change does not hash and clone every planned NodeClaim of a large group.
     launches: Vec<PlannedLaunch>,
+    /// The placements answered, by class and order.
     placements: Vec<Placement>,
     /// Whether a NodePool record changed since the last evaluation.
     pools_changed: bool,
@@ -144,6 +151,12 @@ impl Maintained for GroupPlan {
             previous: None,
         };
         let mut counts = HashMap::new();
+        let mut domains: HashMap<ClassId, Vec<&SpreadDomain>> = HashMap::new();
+        for (part, n) in &self.parts {
+            if let (Part::Domain(id, d), 1..) = (part, *n) {
+                domains.entry(*id).or_default().push(d);
+            }
+        }
         for (part, n) in &self.parts {
             if *n <= 0 {
                 continue;
@@ -158,8 +171,10 @@ impl Maintained for GroupPlan {
                         class,
                         count: *count,
                         compat,
+                        counted_domains: domains.remove(id).unwrap_or_default(),
                     })
                 }
+                Part::Domain(..) => {}
             }
         }
         for (id, n) in &counts {
@@ -172,7 +187,7 @@ impl Maintained for GroupPlan {
         }
         let pending: i64 = counts.values().sum();
         let repack = self.pools_changed
-            || (self.answered.is_empty() && self.launches.is_empty())
+            || (self.answered.is_empty() && self.launches.is_empty() && self.placements.is_empty())
             || self.drift as f64 > (REPACK_SHARE * pending as f64).max(REPACK_MIN as f64);
         if repack {
             self.drift = 0;
@@ -184,10 +199,13 @@ impl Maintained for GroupPlan {
         }
         let mut solved = solve(input);
         // Packed from nothing, the solver kept nothing: every previous launch is retracted.
-        let kept: BTreeSet<usize> = solved.kept.iter().copied().collect();
-        let mut launches = Vec::with_capacity(kept.len() + solved.launches.len());
+        let mut kept = vec![false; self.launches.len()];
+        for &i in &solved.kept {
+            kept[i] = true;
+        }
+        let mut launches = Vec::with_capacity(solved.kept.len() + solved.launches.len());
         for (i, planned) in std::mem::take(&mut self.launches).into_iter().enumerate() {
-            if kept.contains(&i) {
+            if kept[i] {
                 launches.push(planned);
             } else {
                 out.push((Packed::Launch(planned.launch), -1));
@@ -200,12 +218,12 @@ impl Maintained for GroupPlan {
             out.push((Packed::Launch(launch.clone()), 1));
             launches.push(PlannedLaunch { launch, bin });
         }
-        // Every placement of a large group is hashed here at each change: Fx, not SipHash.
+        // Placements are many (one per class per bin): they are compared as sorted lists, so a
+        // change clones and hashes none of those that stay.
+        let mut placements = std::mem::take(&mut solved.placements);
+        placements.sort_unstable_by_key(|p| (p.class, p.order));
+        placement_changes(&self.placements, &placements, out);
         let mut now: FxHashMap<Packed, isize> = FxHashMap::default();
-        now.reserve(self.answered.len());
-        for p in &solved.placements {
-            now.insert(Packed::Placement(p.clone()), 1);
-        }
         for Failure {
             class,
             count,
@@ -225,12 +243,47 @@ impl Maintained for GroupPlan {
         changes(&self.answered, &now, out);
         self.answered = now;
         self.launches = launches;
-        self.placements = solved.placements;
+        self.placements = placements;
         self.counts = counts;
         self.pools_changed = false;
     }
 
     fn is_empty(&self) -> bool {
-        self.parts.is_empty() && self.answered.is_empty() && self.launches.is_empty()
+        self.parts.is_empty()
+            && self.answered.is_empty()
+            && self.launches.is_empty()
+            && self.placements.is_empty()
+    }
+}
+
+/// The placements retracted and asserted between two lists sorted by class and order (a class's
+/// orders are distinct, so each list has one placement per key).
+fn placement_changes(before: &[Placement], now: &[Placement], out: &mut Vec<(Packed, isize)>) {
+    let key = |p: &Placement| (p.class, p.order);
+    let (mut i, mut j) = (0, 0);
+    while i < before.len() || j < now.len() {
+        match (before.get(i), now.get(j)) {
+            (Some(b), Some(n)) if key(b) == key(n) => {
+                if b != n {
+                    out.push((Packed::Placement(b.clone()), -1));
+                    out.push((Packed::Placement(n.clone()), 1));
+                }
+                i += 1;
+                j += 1;
+            }
+            (Some(b), Some(n)) if key(b) < key(n) => {
+                out.push((Packed::Placement(b.clone()), -1));
+                i += 1;
+            }
+            (Some(b), None) => {
+                out.push((Packed::Placement(b.clone()), -1));
+                i += 1;
+            }
+            (_, Some(n)) => {
+                out.push((Packed::Placement(n.clone()), 1));
+                j += 1;
+            }
+            (None, None) => break,
+        }
     }
 }

@@ -449,3 +449,45 @@ fn a_capacity_type_the_nodepool_no_longer_offers_still_counts_toward_the_skew() 
         assert_eq!(l.capacity_types, vec!["on-demand".to_string()], "{l:?}");
     }
 }
+
+#[test]
+fn an_empty_cordoned_node_outside_the_group_still_adds_its_zone() {
+    // Karpenter topology.go (countDomains: "capture new domain values from existing nodes that
+    // may not have any pods selected by the topology group") registers the zone of every node
+    // the pod's node affinity accepts, with a count of zero. Here the only node in us-east-1c is
+    // empty, cordoned and from a NodePool that no longer exists, so it shares no packing group
+    // with the pods; its zone still holds the global minimum at zero, and with maxSkew 1 only
+    // one pod may go to each of 1a and 1b.
+    let pool = nodepool(
+        "default",
+        0,
+        "        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}\n        - {key: topology.kubernetes.io/zone, operator: In, values: [us-east-1a, us-east-1b]}",
+        "",
+        "",
+    ) + NODECLASS;
+    let retired = with_spec(
+        &node("retired-c", "us-east-1c", "4", "16Gi", "20").replace(
+            "karpenter.sh/nodepool: default",
+            "karpenter.sh/nodepool: retired",
+        ),
+        "  unschedulable: true",
+    );
+    let yaml = pool
+        + &retired
+        + &pods(
+            4,
+            "web",
+            "1",
+            "1Gi",
+            "app: web",
+            &spread("topology.kubernetes.io/zone", "web"),
+        );
+    let out = plan(&yaml);
+    let per_zone = pods_per_zone(&out, "default/web-");
+    assert_eq!(
+        per_zone,
+        BTreeMap::from([("us-east-1a".to_string(), 1), ("us-east-1b".to_string(), 1)]),
+        "{out:?}"
+    );
+    assert_eq!(out.unschedulable.len(), 2, "{out:?}");
+}

@@ -21,6 +21,7 @@ pub mod topology;
 
 pub use seed::{executes, PlannedBin, PlannedLaunch, Previous};
 
+use crate::spread_domains::SpreadDomain;
 use crate::types::{ClassId, Compatibility, NodeState, PodClass, PoolTypes};
 use bin::{Bin, BinKind};
 use dovetail_dataflow::decisions::{Launch, Placement};
@@ -39,6 +40,9 @@ pub struct ClassInput<'a> {
     pub class: &'a PodClass,
     pub count: i64,
     pub compat: &'a Compatibility,
+    /// Domains of its zone-like spreads that nodes outside this run add (`spread_domains`):
+    /// they count toward the skew with the pods this run does not see, none.
+    pub counted_domains: Vec<&'a SpreadDomain>,
 }
 
 pub struct SolverInput<'a> {
@@ -339,13 +343,20 @@ impl<'a> Solver<'a> {
     /// The domains of existing nodes whose labels `reqs` accept, cordoned and tainted ones
     /// included: a topology spread's skew is measured against them even where no NodePool can
     /// add capacity any more (Kubernetes' default nodeTaintsPolicy Ignore and nodeAffinityPolicy
-    /// Honor; Karpenter's `countDomains` registers them the same way).
-    fn counted_domains(&self, key: &str, reqs: &Requirements) -> BTreeSet<String> {
+    /// Honor; Karpenter's `countDomains` registers them the same way), and those the class's
+    /// `counted_domains` bring from nodes outside this run.
+    fn counted_domains(&self, ci: usize, key: &str, reqs: &Requirements) -> BTreeSet<String> {
+        let elsewhere = self.classes[ci]
+            .counted_domains
+            .iter()
+            .filter(|(k, v)| k == key && reqs.allows(key, v))
+            .map(|(_, v)| v.clone());
         self.nodes
             .iter()
             .filter_map(|n| n.node.labels.get(key).map(|v| (n, v)))
             .filter(|(n, _)| reqs.matches_labels(&n.node.labels))
             .map(|(_, v)| v.clone())
+            .chain(elsewhere)
             .collect()
     }
 
@@ -454,7 +465,7 @@ impl<'a> Solver<'a> {
                 continue;
             }
             let domains = self.domains(ci, &group.key, &reqs);
-            let counted = self.counted_domains(&group.key, &reqs);
+            let counted = self.counted_domains(ci, &group.key, &reqs);
             let everywhere = SpreadDomains {
                 domains: &domains,
                 counted_only: &counted,
@@ -1092,7 +1103,7 @@ impl<'a> Solver<'a> {
             failures: self.failures.clone(),
             ..Default::default()
         };
-        let mut bound: BTreeMap<String, f64> = BTreeMap::new();
+        let mut bound: BTreeMap<&str, f64> = BTreeMap::new();
         let mut ordinals: BTreeMap<u64, u32> = BTreeMap::new();
         let mut order: BTreeMap<ClassId, u32> = BTreeMap::new();
         let bins = std::mem::take(&mut self.bins);
@@ -1109,7 +1120,7 @@ impl<'a> Solver<'a> {
                 } => match &bin.origin {
                     Some(origin) if !origin.changed => {
                         out.kept.push(origin.launch);
-                        origin.name.clone()
+                        self.previous_launches[origin.launch].launch.name.clone()
                     }
                     _ => {
                         let mut l = launch::launch(
@@ -1121,17 +1132,19 @@ impl<'a> Solver<'a> {
                             &mut ordinals,
                         );
                         l.name = match &bin.origin {
-                            Some(origin) => origin.name.clone(),
+                            Some(origin) => {
+                                self.previous_launches[origin.launch].launch.name.clone()
+                            }
                             None => self.claim_name(l.name),
                         };
                         let name = l.name.clone();
                         out.launches.push(l);
-                        out.launch_bins.push(PlannedBin {
-                            types: types.clone(),
-                            requirements: requirements.clone(),
-                            limit: bin.limit.clone(),
-                            type_max: bin.type_max,
-                        });
+                        out.launch_bins.push(PlannedBin::new(
+                            types.clone(),
+                            requirements.clone(),
+                            bin.limit.clone(),
+                            bin.type_max,
+                        ));
                         name
                     }
                 },
@@ -1140,10 +1153,11 @@ impl<'a> Solver<'a> {
                 let id = self.classes[ci].id;
                 if matches!(bin.kind, BinKind::New { .. }) {
                     let c = &self.classes[ci];
-                    for (r, cost) in &c.compat.unit_cost {
+                    let compat: &'a Compatibility = c.compat;
+                    for (r, cost) in &compat.unit_cost {
                         if cost.get() < f64::MAX {
                             let need = c.class.scheduling.requests.get(r) as f64;
-                            *bound.entry(r.clone()).or_insert(0.0) +=
+                            *bound.entry(r.as_str()).or_insert(0.0) +=
                                 count as f64 * need * cost.get();
                         }
                     }

@@ -197,6 +197,7 @@ fn class_inputs<'a>(classes: &[SimClass<'a>]) -> Vec<ClassInput<'a>> {
             class,
             count,
             compat,
+            counted_domains: Vec::new(),
         })
         .collect()
 }
@@ -908,6 +909,7 @@ mod tests {
                     class,
                     count,
                     compat,
+                    counted_domains: Vec::new(),
                 })
                 .collect(),
             nodes: nodes
