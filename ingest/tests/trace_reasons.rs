@@ -9,6 +9,9 @@ use dovetail_ingest::trace::{
 
 const HEADER: &str = r#"{"dovetail_trace":1,"source":"test","time_unit":"ms"}"#;
 
+/// Whether a reason is the kind a case expects.
+type Is<R> = fn(&R) -> bool;
+
 fn header_reason(text: &[u8]) -> HeaderReason {
     match TraceReader::new("h.jsonl", text) {
         Err(TraceError::Header {
@@ -24,7 +27,7 @@ fn header_reason(text: &[u8]) -> HeaderReason {
 
 #[test]
 fn each_header_reason() {
-    let cases: &[(&[u8], fn(&HeaderReason) -> bool)] = &[
+    let cases: &[(&[u8], Is<HeaderReason>)] = &[
         (b"", |r| matches!(r, HeaderReason::EmptyTrace)),
         (b"\xff\xfe\n", |r| matches!(r, HeaderReason::NotUtf8(_))),
         (b"\n", |r| matches!(r, HeaderReason::EmptyLine)),
@@ -84,7 +87,7 @@ const POD: &str = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"a"},"sp
 #[test]
 fn each_line_reason() {
     let pod_with = |extra: &str| format!("{}{extra}}}", &POD[..POD.len() - 1]);
-    let cases: &[(Vec<u8>, fn(&LineReason) -> bool)] = &[
+    let cases: &[(Vec<u8>, Is<LineReason>)] = &[
         (b"\xff{}".to_vec(), |r| matches!(r, LineReason::NotUtf8(_))),
         (b"{not json".to_vec(), |r| {
             matches!(r, LineReason::InvalidJson(_))
@@ -224,7 +227,7 @@ fn row_reason(openb: bool, csv: &[u8]) -> RowReason {
 fn each_row_reason() {
     let dlrm = |rows: &str| format!("{DLRM_HEAD}{rows}\n").into_bytes();
     let openb = |rows: &str| format!("{OPENB_HEAD}{rows}\n").into_bytes();
-    let cases: &[(bool, Vec<u8>, fn(&RowReason) -> bool)] = &[
+    let cases: &[(bool, Vec<u8>, Is<RowReason>)] = &[
         (false, Vec::new(), |r| {
             matches!(r, RowReason::EmptyCsv { .. })
         }),
@@ -329,7 +332,7 @@ fn each_row_reason() {
 
 #[test]
 fn each_options_reason() {
-    let cases: &[(ConvertOptions, fn(&OptionsReason) -> bool)] = &[
+    let cases: &[(ConvertOptions, Is<OptionsReason>)] = &[
         (
             ConvertOptions {
                 replicate: 0,

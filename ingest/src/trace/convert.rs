@@ -375,7 +375,7 @@ pub(crate) fn run<R: BufRead, W: Write>(
                 return Err(ConvertError::Row {
                     line: 1,
                     reason: RowReason::MissingColumn {
-                        column: *c,
+                        column: c,
                         columns: columns.to_vec(),
                     },
                 })

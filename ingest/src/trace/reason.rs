@@ -87,9 +87,10 @@ pub enum LineReason {
         applicable_kinds()
     )]
     NotApplicable { kind: String },
-    /// The manifest loader refused the embedded object.
+    /// The manifest loader refused the embedded object (boxed: it is several times the size
+    /// of the other reasons).
     #[error("{}", manifest_words(.0))]
-    Manifest(ManifestError),
+    Manifest(Box<ManifestError>),
     /// The loader read nothing of that kind (it skipped the object, saying why in `notes`).
     #[error("{event}: the {what} was not read{}", notes_suffix(.notes))]
     NotRead {

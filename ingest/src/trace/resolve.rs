@@ -71,7 +71,7 @@ impl Resolver {
             index: usize::try_from(line).unwrap_or(usize::MAX),
             value: object,
         });
-        let manifests = assemble(&docs).map_err(LineReason::Manifest)?;
+        let manifests = assemble(&docs).map_err(|e| LineReason::Manifest(Box::new(e)))?;
         let object = docs.pop().map(|d| d.value).unwrap_or(Value::Null);
         Ok((manifests, object))
     }
