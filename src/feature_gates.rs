@@ -27,28 +27,36 @@ impl FeatureGate {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FeatureGates(pub Vec<FeatureGate>);
 
+/// Why a `--feature-gates` value was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FeatureGateError {
+    #[error("{entry:?} has no value; expected Name=true or Name=false")]
+    NoValue { entry: String },
+    #[error("unknown feature gate {name:?}; known gates: {}", KNOWN.join(", "))]
+    Unknown { name: String },
+    #[error("{name}: {value:?} is not a boolean; expected true or false")]
+    NotABoolean { name: String, value: String },
+}
+
 /// Parses `A=true,B=false`. Booleans are read as Go's `strconv.ParseBool` reads them, since
 /// Karpenter's flag does; a name given twice keeps its last value, as there.
-pub fn parse(text: &str) -> Result<FeatureGates, String> {
+pub fn parse(text: &str) -> Result<FeatureGates, FeatureGateError> {
     let mut gates: Vec<FeatureGate> = Vec::new();
     for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
         let Some((name, value)) = entry.split_once('=') else {
-            return Err(format!(
-                "{entry:?} has no value; expected Name=true or Name=false"
-            ));
+            return Err(FeatureGateError::NoValue {
+                entry: entry.to_string(),
+            });
         };
         let name = name.trim();
         if !KNOWN.contains(&name) {
-            return Err(format!(
-                "unknown feature gate {name:?}; known gates: {}",
-                KNOWN.join(", ")
-            ));
+            return Err(FeatureGateError::Unknown {
+                name: name.to_string(),
+            });
         }
-        let enabled = parse_bool(value.trim()).ok_or_else(|| {
-            format!(
-                "{name}: {:?} is not a boolean; expected true or false",
-                value.trim()
-            )
+        let enabled = parse_bool(value.trim()).ok_or_else(|| FeatureGateError::NotABoolean {
+            name: name.to_string(),
+            value: value.trim().to_string(),
         })?;
         gates.retain(|g| g.name != name);
         gates.push(FeatureGate {
@@ -88,13 +96,31 @@ mod tests {
     #[test]
     fn unknown_names_missing_and_bad_values_are_errors() {
         let unknown = parse("NodeRepair=true").unwrap_err();
+        assert_eq!(
+            unknown,
+            FeatureGateError::Unknown {
+                name: "NodeRepair".to_string()
+            }
+        );
+        let words = unknown.to_string();
         assert!(
-            unknown.contains("NodeRepair") && unknown.contains(SPOT_TO_SPOT_GATE),
-            "{unknown}"
+            words.contains("NodeRepair") && words.contains(SPOT_TO_SPOT_GATE),
+            "{words}"
         );
         let bad = parse("SpotToSpotConsolidation=yes").unwrap_err();
-        assert!(bad.contains("\"yes\""), "{bad}");
+        assert_eq!(
+            bad,
+            FeatureGateError::NotABoolean {
+                name: SPOT_TO_SPOT_GATE.to_string(),
+                value: "yes".to_string()
+            }
+        );
+        assert!(bad.to_string().contains("\"yes\""), "{bad}");
         let missing = parse("SpotToSpotConsolidation").unwrap_err();
-        assert!(missing.contains("no value"), "{missing}");
+        assert!(
+            matches!(missing, FeatureGateError::NoValue { .. }),
+            "{missing:?}"
+        );
+        assert!(missing.to_string().contains("no value"), "{missing}");
     }
 }

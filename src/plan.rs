@@ -99,14 +99,27 @@ fn dollars(micros: i64) -> f64 {
     micros as f64 / 1_000_000.0
 }
 
+/// Why a `--now` value was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NowError {
+    #[error("{text:?} is not an RFC 3339 time (e.g. 2026-11-30T09:00:00Z)")]
+    NotRfc3339 { text: String },
+    /// The engine's clock starts at the Unix epoch; 0 and before are not a time it can hold.
+    #[error("{text:?} is not after 1970-01-01T00:00:00Z")]
+    NotAfterEpoch { text: String },
+}
+
 /// `--now`: an RFC 3339 time after the Unix epoch, as the engine's logical clock in ms.
-pub fn parse_now(text: &str) -> Result<Epoch, String> {
-    let ms = dovetail_ingest::parse_rfc3339_ms(text)
-        .ok_or_else(|| format!("{text:?} is not an RFC 3339 time (e.g. 2026-11-30T09:00:00Z)"))?;
+pub fn parse_now(text: &str) -> Result<Epoch, NowError> {
+    let ms = dovetail_ingest::parse_rfc3339_ms(text).ok_or_else(|| NowError::NotRfc3339 {
+        text: text.to_string(),
+    })?;
     Epoch::try_from(ms)
         .ok()
         .filter(|ms| *ms > 0)
-        .ok_or_else(|| format!("{text:?} is not after 1970-01-01T00:00:00Z"))
+        .ok_or_else(|| NowError::NotAfterEpoch {
+            text: text.to_string(),
+        })
 }
 
 /// What a plan is asked for besides the manifests.
@@ -260,5 +273,27 @@ fn disruption_out(d: Disruption) -> DisruptionOut {
         replacements: d.replacements,
         savings_per_hour: dollars(d.savings_per_hour.0),
         blocked_by: d.blocked_by.map(|b| b.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn now_is_an_rfc3339_time_after_the_epoch() {
+        assert!(parse_now("2026-11-30T09:00:00Z").is_ok_and(|ms| ms > 0));
+        assert_eq!(
+            parse_now("tomorrow"),
+            Err(NowError::NotRfc3339 {
+                text: "tomorrow".to_string()
+            })
+        );
+        let epoch = parse_now("1970-01-01T00:00:00Z");
+        assert!(
+            matches!(epoch, Err(NowError::NotAfterEpoch { .. })),
+            "{epoch:?}"
+        );
+        assert!(epoch.is_err_and(|e| e.to_string().contains("not after 1970")));
     }
 }

@@ -70,3 +70,74 @@ fn on_demand_where_spot_was_allowed_is_a_spot_premium() {
     assert!(b.spot_premium_usd > 0.0, "{b:?}");
     assert!((sum(b) - b.gap_usd).abs() < 1e-9, "{b:?}");
 }
+
+/// On-demand price per allocatable CPU of `ty` in us-east-1a, micro-dollars per hour per
+/// milli-CPU, and its allocatable CPU.
+fn per_cpu(ty: &str) -> (f64, i64) {
+    let t = dovetail_dataflow::catalog::embedded("us-east-1")
+        .expect("catalogue")
+        .instance_types(&dovetail_dataflow::catalog::ResolveOptions::default())
+        .into_iter()
+        .find(|t| t.name == ty)
+        .expect("type in the catalogue");
+    let price = t
+        .offerings
+        .iter()
+        .find(|o| o.zone == "us-east-1a" && o.capacity_type == "on-demand")
+        .expect("on-demand offering")
+        .price
+        .0;
+    let cpu = t.allocatable().cpu;
+    (price as f64 / cpu as f64, cpu)
+}
+
+/// A NodePool of c5.large (cheapest per CPU, 2 vCPUs) and m5.4xlarge (16 vCPUs, dearer per CPU).
+fn small_and_big_pool() -> dovetail_ingest::Manifests {
+    nodepool(
+        &[
+            "{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}",
+            "{key: node.kubernetes.io/instance-type, operator: In, values: [c5.large, m5.4xlarge]}",
+        ],
+        "",
+        "",
+    )
+}
+
+/// A 6-CPU pod fits only m5.4xlarge; the 1-CPU pods created with it ride along on that node and
+/// pay its rate, where the lower bound prices them at c5.large's: that difference is "too
+/// large". Karpenter has no such breakdown; the rule is dovetail's (src/replay/too_large.rs).
+#[test]
+fn pods_riding_on_a_type_bought_for_a_large_pod_are_too_large() {
+    let (cheap, cheap_cpu) = per_cpu("c5.large");
+    let (dear, _) = per_cpu("m5.4xlarge");
+    assert!(
+        cheap < dear,
+        "c5.large {cheap} is not cheaper per CPU than m5.4xlarge {dear}"
+    );
+    assert!(cheap_cpu < 6000, "a 6-CPU pod must not fit c5.large");
+    let mut lines = vec![pod_line(0, "big", "6")];
+    lines.extend((0..4).map(|i| pod_line(0, &format!("small{i}"), "1")));
+    let out = run_with(&lines, &small_and_big_pool(), quiet(), 30 * MINUTE);
+    assert!(
+        out.instances
+            .iter()
+            .any(|i| i.instance_type == "m5.4xlarge"),
+        "{:?}",
+        out.instances
+    );
+    let b = &out.summary.cost_breakdown;
+    assert!(b.too_large_usd > 0.0, "{b:?}");
+    assert!((sum(b) - b.gap_usd).abs() < 1e-9, "{b:?}");
+}
+
+/// Small pods only: every one fits the cheapest type, so nothing is too large, whatever types
+/// the packer chose.
+#[test]
+fn small_pods_are_never_too_large() {
+    let lines: Vec<String> = (0..5).map(|i| pod_line(0, &format!("p{i}"), "1")).collect();
+    let out = run_with(&lines, &small_and_big_pool(), quiet(), 30 * MINUTE);
+    assert!(!out.instances.is_empty());
+    let b = &out.summary.cost_breakdown;
+    assert_eq!(b.too_large_usd, 0.0, "{b:?}");
+    assert!((sum(b) - b.gap_usd).abs() < 1e-9, "{b:?}");
+}

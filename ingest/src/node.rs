@@ -8,7 +8,7 @@ use crate::selectors::requirement_list;
 use crate::taints::taints;
 use crate::time::parse_rfc3339_ms;
 use dovetail_dataflow::model::duration::parse_duration;
-use dovetail_dataflow::model::labels::{ENCLAVES, SECURITY_GROUP_IDS, SUBNET_ID};
+use dovetail_dataflow::model::labels::{ENCLAVES, INITIALIZED, SECURITY_GROUP_IDS, SUBNET_ID};
 use dovetail_dataflow::model::{LaunchedWith, Node, Operator};
 use std::collections::BTreeMap;
 
@@ -61,6 +61,16 @@ pub(crate) fn node(root: &At) -> FieldResult<Node> {
         not_ready,
         ..Node::default()
     })
+}
+
+/// Whether `status.conditions` holds condition `kind`, and if so whether it is `True`.
+fn condition(status: &At, kind: &str) -> FieldResult<Option<bool>> {
+    for c in &status.list("conditions")? {
+        if c.req_str("type")? == kind {
+            return Ok(Some(c.str("status")?.as_deref() == Some("True")));
+        }
+    }
+    Ok(None)
 }
 
 /// Whether a Node's `status.conditions` say it is Ready. A node that reports no conditions at
@@ -157,6 +167,10 @@ pub(crate) struct Claim {
     pub expire_after: Option<String>,
     /// `metadata.creationTimestamp` in ms: expiry counts from it.
     pub created_ms: Option<i64>,
+    /// False when `status.conditions` has `Initialized` other than `True` (Karpenter sets it
+    /// with the Node's `karpenter.sh/initialized` label); a claim that reports no such
+    /// condition counts as initialized, so hand-written manifests need not spell it out.
+    pub initialized: bool,
     /// The claim as an in-flight node; `None` when it reports no capacity yet (not launched).
     pub node: Option<Node>,
 }
@@ -195,6 +209,10 @@ pub(crate) fn nodeclaim(root: &At) -> FieldResult<Claim> {
         None => (None, None, Default::default(), Default::default()),
     };
     let launched = launched_with(root, status.as_ref())?;
+    let initialized = match &status {
+        Some(s) => condition(s, "Initialized")?.is_none_or(|c| c),
+        None => true,
+    };
     let expire_after = spec.str("expireAfter")?;
     if let Some(v) = &expire_after {
         if let Err(why) = parse_duration(v) {
@@ -233,6 +251,7 @@ pub(crate) fn nodeclaim(root: &At) -> FieldResult<Claim> {
     };
     Ok(Claim {
         name: m.name,
+        initialized,
         node_name,
         provider_id,
         annotations: m.annotations,
@@ -278,6 +297,13 @@ pub(crate) fn attach_claims(nodes: &mut Vec<Node>, claims: Vec<Claim>) -> Vec<St
                 node.last_pod_event_ms = claim.last_pod_event_ms;
                 node.expire_after = claim.expire_after;
                 node.nodeclaim_created_ms = claim.created_ms;
+                // Joined but not initialized: still in flight to disruption, as Karpenter's
+                // `StateNode.Initialized` reads it (the Node's label decides there).
+                if !claim.initialized
+                    && node.labels.get(INITIALIZED).map(String::as_str) != Some("true")
+                {
+                    node.in_flight = true;
+                }
                 if claim.deleting {
                     node.deleting = true;
                     node.unschedulable = true;

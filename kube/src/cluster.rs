@@ -305,6 +305,10 @@ impl KubeCluster {
         };
         n.taints.retain(|t| !startup.contains(t));
         if let Some(c) = claim {
+            // Joined but not initialized: still in flight to disruption, as Karpenter's
+            // `StateNode.Initialized` reads it (not a candidate, not counted in budgets, and a
+            // command whose pods would land on it waits).
+            n.in_flight = !self.is_initialized(&c.name);
             n.nodeclaim = Some(c.name.clone());
             n.nodeclaim_created_ms = Some(c.created_ms);
             if let Some(launched) = &c.status {
@@ -389,6 +393,10 @@ impl KubeCluster {
             times.initialized_ms = Some(now_ms);
             if let Some(claim) = self.nodeclaims.get(name) {
                 self.writer.update_nodeclaim(claim, times);
+                // Its node fact is no longer in flight.
+                if let Some(node) = claim.node_name() {
+                    self.dirty.insert(node.to_string());
+                }
             }
         }
         ready

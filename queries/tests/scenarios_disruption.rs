@@ -2467,3 +2467,180 @@ fn a_node_waits_while_its_pods_would_land_on_an_in_flight_nodeclaim() {
         o.disruptions
     );
 }
+
+/// A pod labelled `app: {app}` bound to `node`, under a zone spread (maxSkew 1) over the pods
+/// labelled `app: web`: its class needs the whole cluster in a simulation.
+fn zone_spread_pod(name: &str, node: &str, app: &str) -> String {
+    format!(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  namespace: default
+  labels: {{app: {app}}}
+  ownerReferences: [{{apiVersion: apps/v1, kind: ReplicaSet, name: {app}, uid: u, controller: true}}]
+spec:
+  nodeName: {node}
+  topologySpreadConstraints:
+    - {{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {{matchLabels: {{app: web}}}}}}
+  containers:
+    - name: app
+      image: app
+      resources:
+        requests: {{cpu: "500m", memory: "512Mi"}}
+---
+"#
+    )
+}
+
+/// A node's `metadata.annotations` line that keeps it out of disruption.
+const NOT_DISRUPTED: &str = "  annotations: {karpenter.sh/do-not-disrupt: \"true\"}";
+
+/// As `a_node_waits_while_its_pods_would_land_on_an_in_flight_nodeclaim`, for a pod under a
+/// zone spread, whose simulation runs over the whole cluster: Karpenter's `SimulateScheduling`
+/// (pkg/controllers/disruption/helpers.go) makes no such distinction — its scheduler
+/// (pkg/controllers/provisioning/scheduling/scheduler.go) tries initialized nodes, then
+/// uninitialized ones, then new NodeClaims, for every pod — and refuses the command with
+/// `UninitializedNodeError`.
+#[test]
+fn a_node_whose_zone_spread_pods_would_land_on_an_in_flight_nodeclaim_waits() {
+    let spare = node(
+        "spare",
+        "default",
+        "m5.large",
+        "us-east-1a",
+        "on-demand",
+        CREATED,
+        "",
+    ) + &zone_spread_pod("web-1", "spare", "web");
+    let o = plan_at(&(default_pool() + &spare), MONDAY_MS);
+    let d = commanded(&o, "spare").unwrap_or_else(|| panic!("{:#?}", o.disruptions));
+    assert_eq!(d.replacements.len(), 1, "alone, it is replaced: {d:#?}");
+
+    let in_flight = in_flight_nodeclaim("default-inflight", "us-east-1a");
+    let o = plan_at(&(default_pool() + &spare + &in_flight), MONDAY_MS);
+    assert!(commanded(&o, "spare").is_none(), "{:#?}", o.disruptions);
+    assert!(
+        o.disruptions.iter().any(|d| d.node == "spare"
+            && matches!(
+                d.blocked_by.as_deref(),
+                Some(Blocker::UninitializedDestination { nodeclaim }) if nodeclaim == "default-inflight"
+            )),
+        "{:#?}",
+        o.disruptions
+    );
+}
+
+/// Karpenter's topology (pkg/controllers/provisioning/scheduling/topology.go, `countDomains`)
+/// counts every pod the selector matches on the node it is bound to, whatever that node's
+/// state: a `web` pod on a cordoned node in us-east-1a counts toward that zone. So `web-1`
+/// cannot move from `spare` to `dest-a` (also us-east-1a: 2 there against 0 in b and c, over
+/// maxSkew 1) and needs a new node in another zone; with the cordoned node's pod outside the
+/// selector it moves to `dest-a` and `spare` is deleted.
+#[test]
+fn a_zone_spread_in_a_simulation_counts_pods_on_cordoned_nodes() {
+    let scenario = |cordoned_app: &str| {
+        let yaml = default_pool()
+            + &node(
+                "spare",
+                "default",
+                "m5.large",
+                "us-east-1a",
+                "on-demand",
+                CREATED,
+                "",
+            )
+            + &zone_spread_pod("web-1", "spare", "web")
+            + &node(
+                "dest-a",
+                "default",
+                "m5.xlarge",
+                "us-east-1a",
+                "on-demand",
+                CREATED,
+                NOT_DISRUPTED,
+            )
+            + &bound_pod("filler", "dest-a", "500m", "512Mi", "")
+            + &node(
+                "cordoned",
+                "default",
+                "m5.large",
+                "us-east-1a",
+                "on-demand",
+                CREATED,
+                NOT_DISRUPTED,
+            )
+            + &zone_spread_pod("web-0", "cordoned", cordoned_app);
+        let mut f = facts(&yaml);
+        edit_node(&mut f, "cordoned", |n| n.unschedulable = true);
+        plan_facts_at(f, MONDAY_MS)
+    };
+    let o = scenario("other");
+    let d = commanded(&o, "spare").unwrap_or_else(|| panic!("{:#?}", o.disruptions));
+    assert!(
+        d.replacements.is_empty(),
+        "web-1 fits on dest-a: {:#?}",
+        o.disruptions
+    );
+
+    let o = scenario("web");
+    assert!(
+        commanded(&o, "spare").is_none_or(|d| !d.replacements.is_empty()),
+        "web-1 must not join the web pod's zone: {:#?}",
+        o.disruptions
+    );
+}
+
+/// Karpenter's `StateNode.Initialized` (pkg/controllers/state/statenode.go): a managed node is
+/// initialized only once its Node carries `karpenter.sh/initialized=true`, set with the
+/// NodeClaim's `Initialized` condition. Until then `SimulateScheduling`
+/// (pkg/controllers/disruption/helpers.go) refuses a command whose pods would land on it
+/// (`UninitializedNodeError`), as for a NodeClaim that has not joined. `joining` has joined
+/// (a Node with its NodeClaim) and has room for `spare`'s pod.
+#[test]
+fn a_joined_node_not_yet_initialized_is_still_in_flight() {
+    let spare = node(
+        "spare",
+        "default",
+        "m5.large",
+        "us-east-1a",
+        "on-demand",
+        CREATED,
+        "",
+    ) + &bound_pod("spare-app", "spare", "500m", "512Mi", "");
+    let joining = |initialized: &str| {
+        node(
+            "joining",
+            "default",
+            "m5.xlarge",
+            "us-east-1a",
+            "on-demand",
+            CREATED,
+            NOT_DISRUPTED,
+        ) + &nodeclaim(
+            "joining-claim",
+            "joining",
+            "",
+            &format!("  conditions:\n    - {{type: Initialized, status: \"{initialized}\"}}"),
+        )
+    };
+    let o = plan_at(&(default_pool() + &spare + &joining("True")), MONDAY_MS);
+    let d = commanded(&o, "spare").unwrap_or_else(|| panic!("{:#?}", o.disruptions));
+    assert!(
+        d.replacements.is_empty(),
+        "its pod moves to joining: {d:#?}"
+    );
+
+    let o = plan_at(&(default_pool() + &spare + &joining("False")), MONDAY_MS);
+    assert!(commanded(&o, "spare").is_none(), "{:#?}", o.disruptions);
+    assert!(
+        o.disruptions.iter().any(|d| d.node == "spare"
+            && matches!(
+                d.blocked_by.as_deref(),
+                Some(Blocker::UninitializedDestination { nodeclaim }) if nodeclaim == "joining-claim"
+            )),
+        "{:#?}",
+        o.disruptions
+    );
+}

@@ -15,13 +15,18 @@
 //! - **spot premium**: on an on-demand node whose NodePool allows spot, u × (its price − the
 //!   cheapest spot price of its type in its zone): what the used capacity would have cost at
 //!   spot.
+//! - **too large**: on a running node holding a pod that does not fit its NodePool's cheapest type
+//!   per unit (at the node's zone and capacity type), the other pods' share of it priced above
+//!   that cheapest rate: the pods riding along on a type bought for a large pod (the large pod's
+//!   own premium is already in the lower bound, which prices each pod at the cheapest type it
+//!   fits; see `too_large.rs`).
 //! - **other** = cost − lower bound − the above: the used share of running nodes priced above
-//!   the lower bound — types dearer per unit than the cheapest a pod could use (pods too large
-//!   for the cheap types land here), a pool's on-demand-only price, DaemonSet requests, the
-//!   one-minute billing minimum — less the bound of pods still pending (the bound counts them
-//!   while their node boots).
+//!   the lower bound — types dearer per unit than the cheapest a pod could use, a pool's
+//!   on-demand-only price, DaemonSet requests, the one-minute billing minimum — less the bound
+//!   of pods still pending (the bound counts them while their node boots).
 
 use super::summary::CostBreakdown;
+use super::too_large::CheapRates;
 use super::world::World;
 use dovetail_dataflow::backend::Instance;
 use dovetail_dataflow::model::labels::{
@@ -42,6 +47,8 @@ pub(crate) struct CostLedger {
     empty_usd: BTreeMap<String, f64>,
     /// The cheapest spot price per (type, zone), micro-dollars per hour.
     spot_price: HashMap<(String, String), Option<i64>>,
+    /// Each NodePool's cheapest rate per unit, for the too-large part.
+    cheap_rates: CheapRates,
 }
 
 impl CostLedger {
@@ -112,6 +119,7 @@ impl CostLedger {
             })
             .unwrap_or(0.0);
         self.parts.packing_waste_usd += usd * (1.0 - used);
+        self.parts.too_large_usd += self.cheap_rates.too_large_usd(w, i, node, used, usd);
         if i.capacity_type == CAPACITY_TYPE_ON_DEMAND && spot_allowed(w, &i.nodepool) {
             if let Some(spot) = self.spot_price(w, i) {
                 if i.price.0 > 0 && spot < i.price.0 {
@@ -164,6 +172,7 @@ impl CostLedger {
             - p.idle_usd
             - p.disruption_lag_usd
             - p.packing_waste_usd
+            - p.too_large_usd
             - p.spot_premium_usd;
         p
     }

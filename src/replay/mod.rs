@@ -9,6 +9,7 @@ mod node_facts;
 mod report;
 mod run;
 mod summary;
+mod too_large;
 pub(crate) mod world;
 
 pub use error::ReplayError;

@@ -7,7 +7,7 @@
 use super::world::World;
 use dovetail_dataflow::backend::Cloud;
 use dovetail_dataflow::facts::Fact;
-use dovetail_dataflow::model::labels::{NODEPOOL, UNREGISTERED_TAINT};
+use dovetail_dataflow::model::labels::{INITIALIZED, NODEPOOL, UNREGISTERED_TAINT};
 use dovetail_dataflow::model::Node;
 
 impl<C: Cloud> World<C> {
@@ -45,6 +45,10 @@ impl<C: Cloud> World<C> {
         n.not_ready = !self.cluster.is_ready(name);
         // Expiry counts from the NodeClaim's creation, not the Node's registration.
         n.nodeclaim_created_ms = self.cluster.nodeclaim_of_node(name).map(|c| c.created_ms);
+        // Joined but not initialized (`karpenter.sh/initialized` not yet `true`): still in
+        // flight to disruption, as Karpenter's `StateNode.Initialized` reads it.
+        n.in_flight = n.nodeclaim_created_ms.is_some()
+            && n.labels.get(INITIALIZED).map(String::as_str) != Some("true");
         n.last_pod_event_ms = self.pod_events.get(name).copied();
         Some(n)
     }

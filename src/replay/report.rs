@@ -244,8 +244,9 @@ mod tests {
             idle_usd: 22.0,
             disruption_lag_usd: 33.0,
             packing_waste_usd: 44.0,
+            too_large_usd: 7.0,
             spot_premium_usd: 5.0,
-            other_usd: -15.0,
+            other_usd: -22.0,
         };
         let svg = breakdown_chart(&b).expect("drawn");
         for (name, usd) in b.parts() {

@@ -43,21 +43,25 @@ pub struct CostBreakdown {
     pub disruption_lag_usd: f64,
     /// The unrequested share of running nodes.
     pub packing_waste_usd: f64,
+    /// Pods riding along on a node bought for a pod too large for the NodePool's cheapest type
+    /// per unit: their share's price above that cheapest rate.
+    pub too_large_usd: f64,
     /// On-demand where the NodePool allowed spot: the requested share's price above spot.
     pub spot_premium_usd: f64,
-    /// The rest: dearer types per unit than the cheapest (pods too large for cheap types),
-    /// DaemonSet requests, billing minimums, less the bound of pods still pending.
+    /// The rest: dearer types per unit than the cheapest a pod could use, DaemonSet requests,
+    /// billing minimums, less the bound of pods still pending.
     pub other_usd: f64,
 }
 
 impl CostBreakdown {
     /// The parts with their names, in the order the report shows them.
-    pub fn parts(&self) -> [(&'static str, f64); 6] {
+    pub fn parts(&self) -> [(&'static str, f64); 7] {
         [
             ("boot", self.boot_usd),
             ("idle", self.idle_usd),
             ("disruption lag", self.disruption_lag_usd),
             ("packing waste", self.packing_waste_usd),
+            ("too large", self.too_large_usd),
             ("spot premium", self.spot_premium_usd),
             ("other", self.other_usd),
         ]

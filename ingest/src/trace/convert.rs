@@ -2,6 +2,7 @@
 //! they write, and the driver that orders, filters, replicates and time-compresses rows into a
 //! trace.
 
+use super::convert_reason::{OptionsReason, RowReason};
 use super::event::RawEvent;
 use super::writer::{TraceHeader, TraceWriter};
 use serde_json::{json, Map, Value};
@@ -46,29 +47,21 @@ impl Default for ConvertOptions {
 
 impl ConvertOptions {
     fn validate(&self) -> Result<(), ConvertError> {
-        let bad = |m: String| Err(ConvertError::Options(m));
+        let bad = |reason: OptionsReason| Err(ConvertError::Options(reason));
         if self.replicate == 0 {
-            return bad("replicate must be at least 1".to_string());
+            return bad(OptionsReason::NoReplicas);
         }
         if !(self.time_compress.is_finite() && self.time_compress > 0.0) {
-            return bad(format!(
-                "time_compress must be a number > 0, not {}",
-                self.time_compress
-            ));
+            return bad(OptionsReason::TimeCompress(self.time_compress));
         }
         if self.sample_one_in == 0 {
-            return bad("sample_one_in must be at least 1".to_string());
+            return bad(OptionsReason::NoSample);
         }
-        if let Some(u) = self.until_s {
-            if u.is_nan() {
-                return bad("until_s must be a number".to_string());
-            }
+        if self.until_s.is_some_and(f64::is_nan) {
+            return bad(OptionsReason::UntilNotANumber);
         }
         if !is_dns_label(&self.namespace) {
-            return bad(format!(
-                "namespace {:?} is not a valid namespace name (lower-case letters, digits and '-', at most 63)",
-                self.namespace
-            ));
+            return bad(OptionsReason::Namespace(self.namespace.clone()));
         }
         Ok(())
     }
@@ -129,7 +122,7 @@ pub struct ConvertStats {
 #[derive(Debug, thiserror::Error)]
 pub enum ConvertError {
     #[error("line {line}: {reason}")]
-    Row { line: u64, reason: String },
+    Row { line: u64, reason: RowReason },
     #[error("reading line {line}: {error}")]
     Read {
         line: u64,
@@ -139,7 +132,7 @@ pub enum ConvertError {
     #[error("writing the trace: {0}")]
     Write(#[source] io::Error),
     #[error("invalid options: {0}")]
-    Options(String),
+    Options(OptionsReason),
 }
 
 /// FNV-1a, 64 bits: the stable hash `sample_one_in` uses.
@@ -313,20 +306,32 @@ impl Fields<'_> {
             .unwrap_or("")
     }
 
-    pub fn parse<T: std::str::FromStr>(&self, name: &str, what: &str) -> Result<T, String> {
+    /// Column `name` as a `T`; `expected` says what it must be, for the error.
+    pub fn parse<T: std::str::FromStr>(
+        &self,
+        name: &'static str,
+        expected: &'static str,
+    ) -> Result<T, RowReason> {
         let text = self.get(name);
-        text.trim()
-            .parse()
-            .map_err(|_| format!("{name} {text:?} is not {what}"))
+        text.trim().parse().map_err(|_| RowReason::NotA {
+            column: name,
+            value: text.to_string(),
+            expected,
+        })
     }
 
     /// The time column, seconds, finite.
-    pub fn time(&self, name: &str) -> Result<f64, String> {
-        let t: f64 = self.parse(name, "a time in seconds")?;
+    pub fn time(&self, name: &'static str) -> Result<f64, RowReason> {
+        const EXPECTED: &str = "a time in seconds";
+        let t: f64 = self.parse(name, EXPECTED)?;
         if t.is_finite() {
             Ok(t)
         } else {
-            Err(format!("{name} {t} is not a time in seconds"))
+            Err(RowReason::NotA {
+                column: name,
+                value: self.get(name).to_string(),
+                expected: EXPECTED,
+            })
         }
     }
 }
@@ -339,7 +344,7 @@ pub(crate) fn run<R: BufRead, W: Write>(
     opts: &ConvertOptions,
     mut header: TraceHeader,
     columns: &[&'static str],
-    parse: impl Fn(&Fields) -> Result<Row, String>,
+    parse: impl Fn(&Fields) -> Result<Row, RowReason>,
 ) -> Result<ConvertStats, ConvertError> {
     opts.validate()?;
     let mut buf = Vec::new();
@@ -353,10 +358,9 @@ pub(crate) fn run<R: BufRead, W: Write>(
     if !read(&mut input, &mut buf, 1)? {
         return Err(ConvertError::Row {
             line: 1,
-            reason: format!(
-                "the CSV is empty; expected a header with {}",
-                columns.join(",")
-            ),
+            reason: RowReason::EmptyCsv {
+                columns: columns.to_vec(),
+            },
         });
     }
     let head = line_fields(&buf).map_err(|reason| ConvertError::Row { line: 1, reason })?;
@@ -370,10 +374,10 @@ pub(crate) fn run<R: BufRead, W: Write>(
             None => {
                 return Err(ConvertError::Row {
                     line: 1,
-                    reason: format!(
-                        "the CSV header has no column {c} (expected {})",
-                        columns.join(",")
-                    ),
+                    reason: RowReason::MissingColumn {
+                        column: c,
+                        columns: columns.to_vec(),
+                    },
                 })
             }
         }
@@ -403,9 +407,10 @@ pub(crate) fn run<R: BufRead, W: Write>(
         line += 1;
         let row = match line_fields(&buf) {
             Ok(v) if v.len() == 1 && v[0].trim().is_empty() => continue,
-            Ok(v) if v.len() != width => {
-                Err(format!("{} fields, but the header has {width}", v.len()))
-            }
+            Ok(v) if v.len() != width => Err(RowReason::FieldCount {
+                found: v.len(),
+                expected: width,
+            }),
             Ok(values) => parse(&Fields {
                 columns: &index,
                 values,
@@ -447,11 +452,11 @@ pub(crate) fn run<R: BufRead, W: Write>(
 }
 
 /// The comma-separated fields of a line (no quoting: a quote is an error).
-fn line_fields(buf: &[u8]) -> Result<Vec<&str>, String> {
-    let text = std::str::from_utf8(buf).map_err(|e| format!("not UTF-8 text: {e}"))?;
+fn line_fields(buf: &[u8]) -> Result<Vec<&str>, RowReason> {
+    let text = std::str::from_utf8(buf).map_err(RowReason::NotUtf8)?;
     let text = text.trim_end_matches(['\n', '\r']);
     if text.contains('"') {
-        return Err("quoted CSV fields are not supported".to_string());
+        return Err(RowReason::Quoted);
     }
     Ok(text.split(',').collect())
 }
@@ -459,7 +464,7 @@ fn line_fields(buf: &[u8]) -> Result<Vec<&str>, String> {
 /// Why [`Driver::push`] did not take a row.
 enum Stop {
     /// The row is bad in context (time going backwards, a pod created twice).
-    Bad(String),
+    Bad(RowReason),
     /// Writing the trace failed.
     Write(io::Error),
 }
@@ -486,15 +491,15 @@ impl<W: Write> Driver<'_, W> {
     /// context (time going backwards, a pod created twice).
     fn push(&mut self, row: Row) -> Result<bool, Stop> {
         if row.time_s < self.last_time {
-            return Err(Stop::Bad(format!(
-                "time {} is earlier than the previous row's {}; rows must be sorted by time",
-                row.time_s, self.last_time
-            )));
+            return Err(Stop::Bad(RowReason::TimeDecreased {
+                time: row.time_s,
+                previous: self.last_time,
+            }));
         }
         if matches!(row.action, Action::Create(_) | Action::SkipFractionalGpu)
             && !self.created.insert(row.pod.clone())
         {
-            return Err(Stop::Bad(format!("pod {} is created twice", row.pod)));
+            return Err(Stop::Bad(RowReason::CreatedTwice { pod: row.pod }));
         }
         self.last_time = row.time_s;
         if self.opts.until_s.is_some_and(|u| row.time_s >= u) {

@@ -7,6 +7,7 @@ use super::convert::{
     is_label_value, object_name, run, Action, ConvertError, ConvertOptions, ConvertStats, Fields,
     PodTemplate, Row,
 };
+use super::convert_reason::RowReason;
 use super::writer::TraceHeader;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -54,11 +55,11 @@ pub fn convert_dlrm<R: BufRead, W: Write>(
     run(csv, out, opts, header, COLUMNS, parse_row)
 }
 
-fn parse_row(f: &Fields) -> Result<Row, String> {
+fn parse_row(f: &Fields) -> Result<Row, RowReason> {
     let time_s = f.time("time_s")?;
     let pod = f.get("pod").trim().to_string();
     if object_name(&pod).is_none() {
-        return Err(format!("pod {pod:?} cannot be made a Kubernetes pod name"));
+        return Err(RowReason::PodName { pod });
     }
     let event = f.get("event").trim();
     match event {
@@ -71,24 +72,24 @@ fn parse_row(f: &Fields) -> Result<Row, String> {
                 action: Action::Delete,
             })
         }
-        "present_at_start" if time_s > 0.0 => {
-            return Err(format!(
-                "present_at_start at time {time_s}; expected -1 (before the trace starts)"
-            ))
-        }
-        "create" if time_s < 0.0 => return Err(format!("create at negative time {time_s}")),
+        "present_at_start" if time_s > 0.0 => return Err(RowReason::PresentLater { time: time_s }),
+        "create" if time_s < 0.0 => return Err(RowReason::CreateAtNegativeTime { time: time_s }),
         "present_at_start" | "create" => {}
         other => {
-            return Err(format!(
-                "event {other:?} is not present_at_start, create or delete"
-            ))
+            return Err(RowReason::UnknownEvent {
+                found: other.to_string(),
+                expected: "present_at_start, create or delete",
+            })
         }
     }
     let app = f.get("app").trim();
     let role = f.get("role").trim();
     for (col, v) in [("app", app), ("role", role)] {
         if !is_label_value(v) {
-            return Err(format!("{col} {v:?} is not a valid label value"));
+            return Err(RowReason::LabelValue {
+                column: col,
+                value: v.to_string(),
+            });
         }
     }
     let cpu_milli: u64 = f.parse("cpu_milli", "a whole number of millicores")?;
@@ -99,8 +100,10 @@ fn parse_row(f: &Fields) -> Result<Row, String> {
     labels.insert("app".to_string(), app.to_string());
     labels.insert("role".to_string(), role.to_string());
     let max_per_node = (max_per_node > 0).then_some(max_per_node);
-    let owner = object_name(&format!("{app}-{role}"))
-        .ok_or_else(|| format!("app {app:?} and role {role:?} do not make an owner name"))?;
+    let owner = object_name(&format!("{app}-{role}")).ok_or_else(|| RowReason::OwnerName {
+        app: app.to_string(),
+        role: role.to_string(),
+    })?;
     Ok(Row {
         time_s,
         at_start: event == "present_at_start",

@@ -6,6 +6,7 @@ use super::convert::{
     is_label_value, object_name, run, Action, ConvertError, ConvertOptions, ConvertStats, Fields,
     PodTemplate, Row,
 };
+use super::convert_reason::RowReason;
 use super::writer::TraceHeader;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -53,14 +54,14 @@ pub fn convert_openb<R: BufRead, W: Write>(
     run(csv, out, opts, header, COLUMNS, parse_row)
 }
 
-fn parse_row(f: &Fields) -> Result<Row, String> {
+fn parse_row(f: &Fields) -> Result<Row, RowReason> {
     let time_s = f.time("time_s")?;
     if time_s < 0.0 {
-        return Err(format!("negative time {time_s}"));
+        return Err(RowReason::NegativeTime { time: time_s });
     }
     let pod = f.get("pod").trim().to_string();
     if object_name(&pod).is_none() {
-        return Err(format!("pod {pod:?} cannot be made a Kubernetes pod name"));
+        return Err(RowReason::PodName { pod });
     }
     match f.get("event").trim() {
         "delete" => {
@@ -73,7 +74,12 @@ fn parse_row(f: &Fields) -> Result<Row, String> {
             })
         }
         "create" => {}
-        other => return Err(format!("event {other:?} is not create or delete")),
+        other => {
+            return Err(RowReason::UnknownEvent {
+                found: other.to_string(),
+                expected: "create or delete",
+            })
+        }
     }
     let cpu_milli: u64 = f.parse("cpu_milli", "a whole number of millicores")?;
     let memory_mib: u64 = f.parse("memory_mib", "a whole number of MiB")?;
@@ -82,7 +88,7 @@ fn parse_row(f: &Fields) -> Result<Row, String> {
     let group = pod.clone();
     let gpus = match (num_gpu, gpu_milli) {
         (0, 0) => 0,
-        (0, m) => return Err(format!("gpu_milli {m} without a GPU (num_gpu 0)")),
+        (0, m) => return Err(RowReason::GpuMilliWithoutGpu { gpu_milli: m }),
         (n, 1000) => n,
         (n, m) if m == 1000 * n => n,
         (1, m) if m > 0 && m < 1000 => {
@@ -95,16 +101,20 @@ fn parse_row(f: &Fields) -> Result<Row, String> {
             })
         }
         (n, m) => {
-            return Err(format!(
-                "num_gpu {n} with gpu_milli {m} is neither whole GPUs (1000 per GPU) nor a share of one GPU"
-            ))
+            return Err(RowReason::GpuShares {
+                num_gpu: n,
+                gpu_milli: m,
+            })
         }
     };
     let mut labels = BTreeMap::new();
     let qos = f.get("qos").trim();
     if !qos.is_empty() {
         if !is_label_value(qos) {
-            return Err(format!("qos {qos:?} is not a valid label value"));
+            return Err(RowReason::LabelValue {
+                column: "qos",
+                value: qos.to_string(),
+            });
         }
         labels.insert("qos".to_string(), qos.to_string());
     }

@@ -2,6 +2,7 @@
 //! manifests), [`TraceEvent`] is a line as read (embedded objects parsed into the domain model).
 //! The small events (deletions, prices, capacity, interruptions) are the same in both.
 
+use super::reason::{InterruptReason, LineReason};
 use dovetail_dataflow::model::{
     DaemonSet, EC2NodeClass, NodeOverlay, NodePool, Pod, PodDisruptionBudget, Price,
 };
@@ -193,24 +194,24 @@ struct InterruptWire {
 }
 
 impl TryFrom<InterruptWire> for Interruption {
-    type Error = String;
+    type Error = InterruptReason;
 
-    fn try_from(w: InterruptWire) -> Result<Self, String> {
+    fn try_from(w: InterruptWire) -> Result<Self, InterruptReason> {
         let target = match (w.node, w.instance_type) {
             (Some(node), None) => {
                 if w.zone.is_some() || w.capacity_type.is_some() {
-                    return Err(
-                        "zone and capacity_type go with instance_type, not with node".to_string(),
-                    );
+                    return Err(InterruptReason::OfferingFieldsWithNode);
                 }
                 if node.is_empty() {
-                    return Err("node must not be empty".to_string());
+                    return Err(InterruptReason::EmptyTarget { field: "node" });
                 }
                 InterruptTarget::Node(node)
             }
             (None, Some(instance_type)) => {
                 if instance_type.is_empty() {
-                    return Err("instance_type must not be empty".to_string());
+                    return Err(InterruptReason::EmptyTarget {
+                        field: "instance_type",
+                    });
                 }
                 InterruptTarget::Offering {
                     instance_type,
@@ -218,10 +219,8 @@ impl TryFrom<InterruptWire> for Interruption {
                     capacity_type: w.capacity_type,
                 }
             }
-            (Some(_), Some(_)) => {
-                return Err("give either node or instance_type, not both".to_string())
-            }
-            (None, None) => return Err("give node or instance_type".to_string()),
+            (Some(_), Some(_)) => return Err(InterruptReason::BothTargets),
+            (None, None) => return Err(InterruptReason::NoTarget),
         };
         Ok(Interruption {
             target,
@@ -339,14 +338,23 @@ impl RawEvent {
 
     /// Reads the fields of a line other than `t` and `event`, for event `name`. The error says
     /// what is wrong, without the line number.
-    pub(crate) fn from_body(name: &str, body: Map<String, Value>) -> Result<RawEvent, String> {
+    pub(crate) fn from_body(name: &str, body: Map<String, Value>) -> Result<RawEvent, LineReason> {
+        let Some(event) = EVENT_NAMES.into_iter().find(|e| *e == name) else {
+            return Err(LineReason::UnknownEvent {
+                name: name.to_string(),
+            });
+        };
         let body = Value::Object(body);
-        let err = |e: serde_json::Error| format!("{name}: {e}");
-        Ok(match name {
+        let err = |error: serde_json::Error| LineReason::Body { event, error };
+        Ok(match event {
             "pod_created" => {
                 let b: PodBody = serde_json::from_value(body).map_err(err)?;
                 if !b.pod.is_object() {
-                    return Err("pod_created: pod must be a Pod manifest (a JSON object)".into());
+                    return Err(LineReason::NotAManifest {
+                        event,
+                        field: "pod",
+                        expected: "a Pod manifest",
+                    });
                 }
                 RawEvent::PodCreated { pod: b.pod }
             }
@@ -354,19 +362,27 @@ impl RawEvent {
             "apply" => {
                 let b: ApplyBody = serde_json::from_value(body).map_err(err)?;
                 if !b.object.is_object() {
-                    return Err("apply: object must be a manifest (a JSON object)".into());
+                    return Err(LineReason::NotAManifest {
+                        event,
+                        field: "object",
+                        expected: "a manifest",
+                    });
                 }
                 RawEvent::Apply { object: b.object }
             }
             "delete" => RawEvent::Delete(serde_json::from_value(body).map_err(err)?),
             "price" => RawEvent::Price(serde_json::from_value(body).map_err(err)?),
             "capacity" => RawEvent::Capacity(serde_json::from_value(body).map_err(err)?),
-            "interrupt" => RawEvent::Interrupt(serde_json::from_value(body).map_err(err)?),
+            // Read the wire form first, so that a target named twice over (or not at all) is
+            // a typed reason rather than serde's words.
+            "interrupt" => {
+                let wire: InterruptWire = serde_json::from_value(body).map_err(err)?;
+                RawEvent::Interrupt(Interruption::try_from(wire).map_err(LineReason::Interrupt)?)
+            }
             other => {
-                return Err(format!(
-                    "unknown event {other:?} (expected one of {})",
-                    EVENT_NAMES.join(", ")
-                ))
+                return Err(LineReason::UnknownEvent {
+                    name: other.to_string(),
+                })
             }
         })
     }

@@ -15,8 +15,8 @@
 //! exactly what the same manifests would mean in a file.
 //!
 //! - [`TraceReader`] reads a trace from any [`std::io::BufRead`] into [`TimedEvent`]s; a bad line is
-//!   a [`TraceError`] naming its line number, or with [`TraceReader::skip_bad`] is counted and
-//!   skipped.
+//!   a [`TraceError`] naming its line number and holding a typed reason ([`HeaderReason`],
+//!   [`LineReason`]), or with [`TraceReader::skip_bad`] is counted and skipped.
 //! - [`TraceWriter`] writes [`RawEvent`]s (events whose objects are still JSON manifests).
 //! - [`convert_dlrm`] and [`convert_openb`] turn the Alibaba DLRM and openb GPU pod event CSVs
 //!   into traces, with [`ConvertOptions`] to replicate, time-compress, sample and cut them.
@@ -24,19 +24,23 @@
 mod convert;
 mod convert_dlrm;
 mod convert_openb;
+mod convert_reason;
 mod event;
 mod reader;
+mod reason;
 mod resolve;
 mod writer;
 
 pub use convert::{ConvertError, ConvertOptions, ConvertStats};
 pub use convert_dlrm::{convert_dlrm, DLRM_SOURCE};
 pub use convert_openb::{convert_openb, OPENB_SOURCE};
+pub use convert_reason::{OptionsReason, RowReason};
 pub use event::{
     AppliedObject, CapacityChange, CapacityType, InterruptKind, InterruptTarget, Interruption,
     ObjectKind, ObjectRef, PodRef, PriceChange, RawEvent, TimedEvent, TraceEvent,
 };
 pub use reader::{read_trace, Trace, TraceError, TraceReader};
+pub use reason::{HeaderReason, InterruptReason, LineReason};
 pub use writer::{format_event_line, TraceHeader, TraceWriter};
 
 /// The trace format version this code reads and writes (the header's `dovetail_trace`).

@@ -2,6 +2,7 @@
 //! embedded manifests) and against the previous one (time order).
 
 use super::event::{RawEvent, TimedEvent};
+use super::reason::{HeaderReason, LineReason};
 use super::resolve::Resolver;
 use super::writer::TraceHeader;
 use super::{MAX_TRACE_MS, TIME_UNIT, TRACE_VERSION};
@@ -33,7 +34,7 @@ pub enum TraceError {
     Header {
         file: String,
         line: u64,
-        reason: String,
+        reason: HeaderReason,
     },
     /// An event line is malformed: not JSON, a missing or mistyped field, an unknown event, a
     /// time earlier than the previous event's, or an embedded manifest the loader rejects.
@@ -41,7 +42,7 @@ pub enum TraceError {
     Line {
         file: String,
         line: u64,
-        reason: String,
+        reason: LineReason,
     },
 }
 
@@ -83,58 +84,37 @@ fn read_line<R: BufRead>(input: &mut R, buf: &mut Vec<u8>) -> io::Result<bool> {
 }
 
 /// The text of a line read into `buf`, without the line ending.
-fn line_text(buf: &[u8]) -> Result<&str, String> {
-    let text = std::str::from_utf8(buf).map_err(|e| format!("not UTF-8 text: {e}"))?;
-    Ok(text.trim_end_matches(['\n', '\r']))
+fn line_text(buf: &[u8]) -> Result<&str, std::str::Utf8Error> {
+    Ok(std::str::from_utf8(buf)?.trim_end_matches(['\n', '\r']))
 }
 
-fn parse_header(text: &str) -> Result<TraceHeader, String> {
+fn parse_header(text: &str) -> Result<TraceHeader, HeaderReason> {
     let text = text.trim_start_matches('\u{feff}').trim();
     if text.is_empty() {
-        return Err(
-            "expected the trace header ({\"dovetail_trace\": 1, ...}), found an empty line"
-                .to_string(),
-        );
+        return Err(HeaderReason::EmptyLine);
     }
-    let value: Value = serde_json::from_str(text).map_err(|e| {
-        format!(
-            "expected the trace header ({{\"dovetail_trace\": 1, ...}}), found invalid JSON: {e}"
-        )
-    })?;
+    let value: Value = serde_json::from_str(text).map_err(HeaderReason::InvalidJson)?;
     let Value::Object(mut fields) = value else {
-        return Err(
-            "expected the trace header ({\"dovetail_trace\": 1, ...}), found a JSON value that is not an object"
-                .to_string(),
-        );
+        return Err(HeaderReason::NotAnObject);
     };
     let version = match fields.remove("dovetail_trace") {
-        None => {
-            return Err(
-                "the header has no dovetail_trace field; this is not a dovetail trace".to_string(),
-            )
-        }
-        Some(v) => v.as_u64().ok_or_else(|| {
-            format!("dovetail_trace must be the format version, a whole number; found {v}")
-        })?,
+        None => return Err(HeaderReason::NoVersion),
+        Some(v) => v
+            .as_u64()
+            .ok_or(HeaderReason::VersionNotANumber { found: v })?,
     };
     if version != TRACE_VERSION {
-        return Err(format!(
-            "trace format version {version} is not supported (this dovetail reads version {TRACE_VERSION})"
-        ));
+        return Err(HeaderReason::UnsupportedVersion { version });
     }
     let time_unit = match fields.remove("time_unit") {
         None => TIME_UNIT.to_string(),
         Some(Value::String(u)) if u == TIME_UNIT => u,
-        Some(other) => {
-            return Err(format!(
-                "time_unit {other} is not supported (version {TRACE_VERSION} traces are in \"{TIME_UNIT}\")"
-            ))
-        }
+        Some(found) => return Err(HeaderReason::UnsupportedTimeUnit { found }),
     };
     let source = match fields.remove("source") {
         None => String::new(),
         Some(Value::String(s)) => s,
-        Some(other) => return Err(format!("source must be a string, found {other}")),
+        Some(found) => return Err(HeaderReason::SourceNotAString { found }),
     };
     Ok(TraceHeader {
         version,
@@ -161,7 +141,7 @@ impl<R: BufRead> TraceReader<R> {
     /// Reads the header from `input`. `file` names the trace in errors and notes.
     pub fn new(file: &str, mut input: R) -> Result<TraceReader<R>, TraceError> {
         let mut buf = Vec::new();
-        let header_error = |reason: String| TraceError::Header {
+        let header_error = |reason: HeaderReason| TraceError::Header {
             file: file.to_string(),
             line: 1,
             reason,
@@ -172,11 +152,10 @@ impl<R: BufRead> TraceReader<R> {
             error,
         })?;
         if !got {
-            return Err(header_error(
-                "the trace is empty; it must start with a header line such as {\"dovetail_trace\": 1, \"source\": \"...\", \"time_unit\": \"ms\"}".to_string(),
-            ));
+            return Err(header_error(HeaderReason::EmptyTrace));
         }
         let header = line_text(&buf)
+            .map_err(HeaderReason::NotUtf8)
             .and_then(parse_header)
             .map_err(header_error)?;
         Ok(TraceReader {
@@ -232,37 +211,34 @@ impl<R: BufRead> TraceReader<R> {
     }
 
     /// Parses the line in `self.buf`: `None` for a blank line.
-    fn parse(&mut self) -> Result<Option<TimedEvent>, String> {
-        let text = line_text(&self.buf)?.trim();
+    fn parse(&mut self) -> Result<Option<TimedEvent>, LineReason> {
+        let text = line_text(&self.buf).map_err(LineReason::NotUtf8)?.trim();
         if text.is_empty() {
             return Ok(None);
         }
-        let value: Value =
-            serde_json::from_str(text).map_err(|e| format!("not a JSON object: {e}"))?;
+        let value: Value = serde_json::from_str(text).map_err(LineReason::InvalidJson)?;
         let Value::Object(mut fields) = value else {
-            return Err("not a JSON object ({\"t\": ..., \"event\": ..., ...})".to_string());
+            return Err(LineReason::NotAnObject);
         };
         let t = match fields.remove("t") {
-            None => return Err("missing field t (milliseconds since the trace start)".to_string()),
-            Some(v) => v.as_u64().ok_or_else(|| {
-                format!("t must be a whole number of milliseconds ≥ 0, found {v}")
-            })?,
+            None => return Err(LineReason::MissingTime),
+            Some(v) => v
+                .as_u64()
+                .ok_or(LineReason::TimeNotMilliseconds { found: v })?,
         };
         if t > MAX_TRACE_MS {
-            return Err(format!(
-                "t={t} is past the trace horizon of {MAX_TRACE_MS} ms (10 years after the trace start)"
-            ));
+            return Err(LineReason::PastHorizon { t });
         }
         if t < self.last_t {
-            return Err(format!(
-                "t={t} is earlier than the previous event's t={}; times must not decrease",
-                self.last_t
-            ));
+            return Err(LineReason::TimeDecreased {
+                t,
+                previous: self.last_t,
+            });
         }
         let name = match fields.remove("event") {
-            None => return Err("missing field event (the event kind)".to_string()),
+            None => return Err(LineReason::MissingEvent),
             Some(Value::String(s)) => s,
-            Some(other) => return Err(format!("event must be a string, found {other}")),
+            Some(found) => return Err(LineReason::EventNotAString { found }),
         };
         let raw = RawEvent::from_body(&name, fields)?;
         let (event, notes) = self.resolver.resolve(self.line, raw)?;

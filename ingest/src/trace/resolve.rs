@@ -3,9 +3,10 @@
 //! rule out (empty names, negative prices).
 
 use super::event::{AppliedObject, ObjectKind, RawEvent, TraceEvent};
+use super::reason::LineReason;
 use crate::loader::assemble;
 use crate::yaml::Document;
-use crate::{ManifestError, Manifests};
+use crate::Manifests;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -16,46 +17,30 @@ pub(crate) struct Resolver {
     priority_classes: BTreeMap<String, Value>,
 }
 
-fn describe(e: ManifestError) -> String {
-    match e {
-        ManifestError::Field {
-            kind,
-            object,
-            field,
-            reason,
-            ..
-        } => format!("{kind} {object}: {field}: {reason}"),
-        other => other.to_string(),
-    }
-}
-
-fn not_read(event: &str, what: &str, notes: &[String]) -> String {
-    if notes.is_empty() {
-        format!("{event}: the {what} was not read")
-    } else {
-        format!("{event}: the {what} was not read: {}", notes.join("; "))
-    }
-}
-
 fn exactly_one<T>(
     mut items: Vec<T>,
-    event: &str,
-    what: &str,
+    event: &'static str,
+    what: &'static str,
     notes: &[String],
-) -> Result<T, String> {
+) -> Result<T, LineReason> {
     match (items.pop(), items.is_empty()) {
         (Some(item), true) => Ok(item),
-        (Some(_), false) => Err(format!(
-            "{event}: one {what} expected, found {} (kind: List is not allowed here)",
-            items.len() + 1
-        )),
-        (None, _) => Err(not_read(event, what, notes)),
+        (Some(_), false) => Err(LineReason::NotOne {
+            event,
+            what,
+            found: items.len() + 1,
+        }),
+        (None, _) => Err(LineReason::NotRead {
+            event,
+            what,
+            notes: notes.to_vec(),
+        }),
     }
 }
 
-fn non_empty(event: &str, field: &str, value: &str) -> Result<(), String> {
+fn non_empty(event: &'static str, field: &'static str, value: &str) -> Result<(), LineReason> {
     if value.is_empty() {
-        Err(format!("{event}: {field} must not be empty"))
+        Err(LineReason::EmptyField { event, field })
     } else {
         Ok(())
     }
@@ -71,7 +56,7 @@ impl Resolver {
 
     /// Loads `object` (from line `line`) after the PriorityClasses applied so far; returns what
     /// the loader read and the object back.
-    fn load(&self, line: u64, object: Value) -> Result<(Manifests, Value), String> {
+    fn load(&self, line: u64, object: Value) -> Result<(Manifests, Value), LineReason> {
         let mut docs: Vec<Document> = self
             .priority_classes
             .values()
@@ -86,7 +71,7 @@ impl Resolver {
             index: usize::try_from(line).unwrap_or(usize::MAX),
             value: object,
         });
-        let manifests = assemble(&docs).map_err(describe)?;
+        let manifests = assemble(&docs).map_err(|e| LineReason::Manifest(Box::new(e)))?;
         let object = docs.pop().map(|d| d.value).unwrap_or(Value::Null);
         Ok((manifests, object))
     }
@@ -96,22 +81,17 @@ impl Resolver {
         &mut self,
         line: u64,
         raw: RawEvent,
-    ) -> Result<(TraceEvent, Vec<String>), String> {
+    ) -> Result<(TraceEvent, Vec<String>), LineReason> {
         Ok(match raw {
             RawEvent::PodCreated { pod } => {
                 match pod.get("kind").and_then(Value::as_str) {
                     Some("Pod") => {}
                     Some(other) => {
-                        return Err(format!(
-                            "pod_created: pod is a {other}, not a Pod (traces carry pods, not the workloads that make them)"
-                        ))
+                        return Err(LineReason::PodOfKind {
+                            kind: other.to_string(),
+                        })
                     }
-                    None => {
-                        return Err(
-                            "pod_created: pod has no kind (a Pod manifest has \"kind\": \"Pod\")"
-                                .to_string(),
-                        )
-                    }
+                    None => return Err(LineReason::PodWithoutKind),
                 }
                 let (m, _) = self.load(line, pod)?;
                 let pod = exactly_one(m.pods, "pod_created", "pod", &m.notes)?;
@@ -133,10 +113,7 @@ impl Resolver {
                         ns
                     });
                 } else if r.namespace.is_some() {
-                    return Err(format!(
-                        "delete: {} is cluster-scoped and has no namespace",
-                        r.kind.as_str()
-                    ));
+                    return Err(LineReason::NamespaceOnClusterScoped { kind: r.kind });
                 }
                 if r.kind == ObjectKind::PriorityClass {
                     self.priority_classes.remove(&r.name);
@@ -149,10 +126,9 @@ impl Resolver {
                     non_empty("price", "zone", z)?;
                 }
                 if !p.price_per_hour.is_finite() || p.price_per_hour < 0.0 {
-                    return Err(format!(
-                        "price: price_per_hour {} is not a price (a number ≥ 0)",
-                        p.price_per_hour
-                    ));
+                    return Err(LineReason::NotAPrice {
+                        price: p.price_per_hour,
+                    });
                 }
                 (TraceEvent::Price(p), Vec::new())
             }
@@ -167,22 +143,13 @@ impl Resolver {
         })
     }
 
-    fn apply(&mut self, line: u64, object: Value) -> Result<(TraceEvent, Vec<String>), String> {
+    fn apply(&mut self, line: u64, object: Value) -> Result<(TraceEvent, Vec<String>), LineReason> {
         let kind_name = match object.get("kind").and_then(Value::as_str) {
             Some(k) => k.to_string(),
-            None => return Err("apply: object has no kind".to_string()),
+            None => return Err(LineReason::ObjectWithoutKind),
         };
         let Some(kind) = ObjectKind::from_kind(&kind_name) else {
-            let kinds: Vec<&str> = ObjectKind::ALL.iter().map(|k| k.as_str()).collect();
-            let hint = if kind_name == "Pod" {
-                " (pods are pod_created events)"
-            } else {
-                ""
-            };
-            return Err(format!(
-                "apply: {kind_name} cannot be applied in a trace{hint}; expected one of {}",
-                kinds.join(", ")
-            ));
+            return Err(LineReason::NotApplicable { kind: kind_name });
         };
         let (m, object) = self.load(line, object)?;
         let notes = m.notes;
@@ -219,7 +186,11 @@ impl Resolver {
                     })
                     .and_then(|v| i32::try_from(v).ok());
                 let (false, Some(value)) = (name.is_empty(), value) else {
-                    return Err(not_read("apply", what, &notes));
+                    return Err(LineReason::NotRead {
+                        event: "apply",
+                        what,
+                        notes,
+                    });
                 };
                 let global_default = object
                     .get("globalDefault")

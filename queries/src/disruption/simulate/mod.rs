@@ -51,7 +51,12 @@ pub struct World<'a> {
     pub others: Vec<&'a NodeState>,
     /// In-flight NodeClaims that could take pods once initialized, in name order.
     in_flight: Vec<&'a NodeState>,
-    /// A hash of their states: while it stands, so does every answer about them.
+    /// The other non-destinations with pods (cordoned, deleting, disrupting), as nodes that take
+    /// none: a whole-cluster run counts their pods in zone-like spread and affinity domains, as
+    /// Karpenter's `topology.go` counts every bound pod, wherever its node stands.
+    counted: Vec<NodeState>,
+    /// A hash of the in-flight NodeClaims' states and of the counted nodes: while it stands, so
+    /// does every answer about them.
     pub in_flight_hash: u64,
     /// Free room on each destination (allocatable − used), in the same order.
     pub free: Vec<Resources>,
@@ -265,7 +270,17 @@ impl<'a> World<'a> {
             .copied()
             .filter(|n| n.node.in_flight && !n.node.unschedulable && !n.node.deleting)
             .collect();
-        let in_flight_hash = stable_hash(&in_flight);
+        let counted: Vec<NodeState> = others
+            .iter()
+            .filter(|n| !n.pods.is_empty() && !in_flight.iter().any(|f| f.node.name == n.node.name))
+            .map(|n| {
+                let mut n = (*n).clone();
+                // The solver places nothing on an unschedulable node but counts its pods.
+                n.node.unschedulable = true;
+                n
+            })
+            .collect();
+        let in_flight_hash = stable_hash(&(&in_flight, &counted));
         let chunks = chunks(&ends, &free, &fingerprints);
         let compat_hashes = classes
             .iter()
@@ -311,6 +326,7 @@ impl<'a> World<'a> {
             destinations,
             others,
             in_flight,
+            counted,
             in_flight_hash,
             free,
             fingerprints,
@@ -467,20 +483,25 @@ impl<'a> World<'a> {
                 &class_key,
                 &destinations_key,
                 self.pools_hash,
+                self.in_flight_hash,
             ));
-            let existing = self.memo.borrow_mut().get_or("full", key, || {
-                self.solve(&classes, &useful, true, &removed)
-            });
+            let existing = self
+                .memo
+                .borrow_mut()
+                .get_or("full", key, || self.solve_whole(&classes, &useful));
+            let uninitialized = existing
+                .placements
+                .iter()
+                .find_map(|p| self.in_flight_nodeclaim(&p.target));
             let covered = self.chunks.len();
-            // A whole-cluster run does not look at in-flight NodeClaims (not yet: see README).
             return Simulation {
                 existing,
                 new: None,
                 reads: self.reads(covered, false, &removed),
                 reads_pools: true,
                 walk: None,
-                uninitialized: None,
-                reads_in_flight: false,
+                uninitialized,
+                reads_in_flight: true,
             };
         }
         // Without zone-like spread or any affinity, the solver tries every existing node before
@@ -726,7 +747,18 @@ impl<'a> World<'a> {
                 previous: None,
             })
         });
-        out.placements.first().map(|p| p.target.clone())
+        out.placements
+            .iter()
+            .find_map(|p| self.in_flight_nodeclaim(&p.target))
+    }
+
+    /// The NodeClaim of in-flight node `name` (its own name when it has none recorded), if
+    /// `name` is in flight.
+    fn in_flight_nodeclaim(&self, name: &str) -> Option<String> {
+        self.in_flight
+            .iter()
+            .find(|n| n.node.name == name)
+            .map(|n| n.node.nodeclaim.clone().unwrap_or_else(|| name.to_string()))
     }
 
     fn class_key(&self, classes: &[SimClass<'a>]) -> Vec<(ClassId, i64, u64)> {
@@ -737,6 +769,38 @@ impl<'a> World<'a> {
     /// a hash of the part of its compatibility such a run reads.
     fn existing_key(&self, classes: &[SimClass<'a>]) -> Vec<(ClassId, i64, u64)> {
         keyed(classes, &self.existing_hashes)
+    }
+
+    /// The whole-cluster run: the initialized destinations, then the in-flight NodeClaims (as
+    /// Karpenter's scheduler orders existing nodes, `sortExistingNodes` in `scheduler.go`; the
+    /// solver fills its nodes in the order given before it opens a NodeClaim), then new
+    /// NodeClaims; the counted nodes take no pods but their pods count in spread domains.
+    fn solve_whole(&self, classes: &[SimClass<'a>], destinations: &[usize]) -> SolverOutput {
+        let mut nodes: Vec<&NodeState> =
+            destinations.iter().map(|&i| self.destinations[i]).collect();
+        nodes.extend(self.in_flight.iter().copied());
+        nodes.extend(self.counted.iter());
+        let in_nodes: BTreeSet<&str> = self
+            .in_flight
+            .iter()
+            .map(|n| n.node.name.as_str())
+            .chain(self.counted.iter().map(|n| n.node.name.as_str()))
+            .collect();
+        // `destinations` are all those not removed, so only the others are left to count against
+        // NodePool limits.
+        let bystanders: Vec<&NodeState> = self
+            .others
+            .iter()
+            .copied()
+            .filter(|n| !in_nodes.contains(n.node.name.as_str()))
+            .collect();
+        solve(SolverInput {
+            pools: self.pools.clone(),
+            classes: class_inputs(classes),
+            nodes,
+            bystanders,
+            previous: None,
+        })
     }
 
     fn solve(
