@@ -10,12 +10,17 @@
 pub fn alias_parameters(
     alias: &str,
     kubernetes_version: &str,
-) -> Result<Vec<(String, String)>, String> {
-    let (family, version) = alias
-        .split_once('@')
-        .ok_or_else(|| format!("{alias:?}: expected FAMILY@VERSION, e.g. al2023@latest"))?;
+) -> Result<Vec<(String, String)>, AliasError> {
+    let (family, version) =
+        alias
+            .split_once('@')
+            .ok_or_else(|| AliasError::NotFamilyAtVersion {
+                alias: alias.to_string(),
+            })?;
     if version.is_empty() {
-        return Err(format!("{alias:?}: the version is empty (use latest)"));
+        return Err(AliasError::EmptyVersion {
+            alias: alias.to_string(),
+        });
     }
     let k = kubernetes_version;
     let latest = version == "latest";
@@ -93,12 +98,26 @@ pub fn alias_parameters(
             out
         }
         other => {
-            return Err(format!(
-                "{alias:?}: family {other:?} is not one dovetail resolves (al2023, al2, bottlerocket)"
-            ))
+            return Err(AliasError::UnknownFamily {
+                alias: alias.to_string(),
+                family: other.to_string(),
+            })
         }
     };
     Ok(names)
+}
+
+/// Why an `amiSelectorTerms[].alias` names no SSM parameters.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AliasError {
+    #[error("{alias:?}: expected FAMILY@VERSION, e.g. al2023@latest")]
+    NotFamilyAtVersion { alias: String },
+    #[error("{alias:?}: the version is empty (use latest)")]
+    EmptyVersion { alias: String },
+    #[error(
+        "{alias:?}: family {family:?} is not one dovetail resolves (al2023, al2, bottlerocket)"
+    )]
+    UnknownFamily { alias: String, family: String },
 }
 
 #[cfg(test)]
@@ -162,7 +181,17 @@ mod tests {
             get(&p, "amd64/neuron"),
             "/aws/service/eks/optimized-ami/1.30/amazon-linux-2-gpu/amazon-eks-gpu-node-1.30-v20240807/image_id"
         );
-        assert!(alias_parameters("windows2022@latest", "1.33").is_err());
-        assert!(alias_parameters("al2023", "1.33").is_err());
+        assert!(matches!(
+            alias_parameters("windows2022@latest", "1.33"),
+            Err(AliasError::UnknownFamily { family, .. }) if family == "windows2022"
+        ));
+        assert!(matches!(
+            alias_parameters("al2023", "1.33"),
+            Err(AliasError::NotFamilyAtVersion { .. })
+        ));
+        assert!(matches!(
+            alias_parameters("al2023@", "1.33"),
+            Err(AliasError::EmptyVersion { .. })
+        ));
     }
 }

@@ -231,7 +231,7 @@ pub async fn resolve(
             })?;
             let mut ids = Vec::new();
             for (key, name) in
-                alias_parameters(alias, version).map_err(|r| field_error("alias", r))?
+                alias_parameters(alias, version).map_err(|r| field_error("alias", r.to_string()))?
             {
                 match ssm_parameter(clients, calls, &name).await? {
                     Some(id) => {

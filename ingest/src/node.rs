@@ -216,7 +216,7 @@ pub(crate) fn nodeclaim(root: &At) -> FieldResult<Claim> {
     let expire_after = spec.str("expireAfter")?;
     if let Some(v) = &expire_after {
         if let Err(why) = parse_duration(v) {
-            return Err(spec.err_at("expireAfter", why));
+            return Err(spec.err_at("expireAfter", why.to_string()));
         }
     }
     let last_pod_event_ms = match &status {

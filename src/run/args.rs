@@ -23,7 +23,7 @@ pub enum ClusterKind {
 }
 
 fn duration_ms(text: &str) -> Result<i64, String> {
-    match dovetail_dataflow::model::duration::parse_duration(text)? {
+    match dovetail_dataflow::model::duration::parse_duration(text).map_err(|e| e.to_string())? {
         Some(ms) if ms >= 0 => Ok(ms),
         _ => Err(format!("{text:?}: expected a duration such as 30s or 2m")),
     }

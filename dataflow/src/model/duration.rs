@@ -2,7 +2,7 @@
 
 /// Milliseconds of a Go duration; `Ok(None)` for `Never`. Units: `ns us µs ms s m h`; a bare
 /// `0` is zero. Negative durations are refused: no Karpenter field takes one.
-pub fn parse_duration(text: &str) -> Result<Option<i64>, String> {
+pub fn parse_duration(text: &str) -> Result<Option<i64>, DurationError> {
     let t = text.trim();
     if t == "Never" {
         return Ok(None);
@@ -11,9 +11,9 @@ pub fn parse_duration(text: &str) -> Result<Option<i64>, String> {
         return Ok(Some(0));
     }
     if t.is_empty() {
-        return Err("empty duration".to_string());
+        return Err(DurationError::Empty);
     }
-    let bad = || format!("`{text}` is not a duration (like `30s`, `1h30m`, or `Never`)");
+    let bad = || DurationError::Malformed(text.to_string());
     let mut total_ns: f64 = 0.0;
     let mut rest = t;
     while !rest.is_empty() {
@@ -41,6 +41,15 @@ pub fn parse_duration(text: &str) -> Result<Option<i64>, String> {
         rest = &rest[unit_len..];
     }
     Ok(Some((total_ns / 1e6).round() as i64))
+}
+
+/// Why a text is not a Go duration.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    #[error("empty duration")]
+    Empty,
+    #[error("`{0}` is not a duration (like `30s`, `1h30m`, or `Never`)")]
+    Malformed(String),
 }
 
 #[cfg(test)]
