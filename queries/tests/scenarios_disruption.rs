@@ -2441,31 +2441,7 @@ fn the_order_changes_as_the_clock_advances() {
 /// (`UninitializedNodeError`): that room may never come up.
 #[test]
 fn a_node_waits_while_its_pods_would_land_on_an_in_flight_nodeclaim() {
-    let spare = node(
-        "spare",
-        "default",
-        "m5.large",
-        "us-east-1a",
-        "on-demand",
-        CREATED,
-        "",
-    ) + &bound_pod("spare-app", "spare", "500m", "512Mi", "");
-    let o = plan_at(&(default_pool() + &spare), MONDAY_MS);
-    let d = commanded(&o, "spare").unwrap_or_else(|| panic!("{:#?}", o.disruptions));
-    assert_eq!(d.replacements.len(), 1, "alone, it is replaced: {d:#?}");
-
-    let in_flight = in_flight_nodeclaim("default-inflight", "us-east-1a");
-    let o = plan_at(&(default_pool() + &spare + &in_flight), MONDAY_MS);
-    assert!(commanded(&o, "spare").is_none(), "{:#?}", o.disruptions);
-    assert!(
-        o.disruptions.iter().any(|d| d.node == "spare"
-            && matches!(
-                d.blocked_by.as_deref(),
-                Some(Blocker::UninitializedDestination { nodeclaim }) if nodeclaim == "default-inflight"
-            )),
-        "{:#?}",
-        o.disruptions
-    );
+    waits_for_the_in_flight_nodeclaim(&bound_pod("spare-app", "spare", "500m", "512Mi", ""));
 }
 
 /// A pod labelled `app: {app}` bound to `node`, under a zone spread (maxSkew 1) over the pods
@@ -2505,31 +2481,7 @@ const NOT_DISRUPTED: &str = "  annotations: {karpenter.sh/do-not-disrupt: \"true
 /// `UninitializedNodeError`.
 #[test]
 fn a_node_whose_zone_spread_pods_would_land_on_an_in_flight_nodeclaim_waits() {
-    let spare = node(
-        "spare",
-        "default",
-        "m5.large",
-        "us-east-1a",
-        "on-demand",
-        CREATED,
-        "",
-    ) + &zone_spread_pod("web-1", "spare", "web");
-    let o = plan_at(&(default_pool() + &spare), MONDAY_MS);
-    let d = commanded(&o, "spare").unwrap_or_else(|| panic!("{:#?}", o.disruptions));
-    assert_eq!(d.replacements.len(), 1, "alone, it is replaced: {d:#?}");
-
-    let in_flight = in_flight_nodeclaim("default-inflight", "us-east-1a");
-    let o = plan_at(&(default_pool() + &spare + &in_flight), MONDAY_MS);
-    assert!(commanded(&o, "spare").is_none(), "{:#?}", o.disruptions);
-    assert!(
-        o.disruptions.iter().any(|d| d.node == "spare"
-            && matches!(
-                d.blocked_by.as_deref(),
-                Some(Blocker::UninitializedDestination { nodeclaim }) if nodeclaim == "default-inflight"
-            )),
-        "{:#?}",
-        o.disruptions
-    );
+    waits_for_the_in_flight_nodeclaim(&zone_spread_pod("web-1", "spare", "web"));
 }
 
 /// Karpenter's topology (pkg/controllers/provisioning/scheduling/topology.go, `countDomains`)
@@ -2639,6 +2591,36 @@ fn a_joined_node_not_yet_initialized_is_still_in_flight() {
             && matches!(
                 d.blocked_by.as_deref(),
                 Some(Blocker::UninitializedDestination { nodeclaim }) if nodeclaim == "joining-claim"
+            )),
+        "{:#?}",
+        o.disruptions
+    );
+}
+
+/// Node `spare` holding `pod` is replaced when alone, and waits, naming the NodeClaim, beside an
+/// in-flight one its pod would land on.
+fn waits_for_the_in_flight_nodeclaim(pod: &str) {
+    let spare = node(
+        "spare",
+        "default",
+        "m5.large",
+        "us-east-1a",
+        "on-demand",
+        CREATED,
+        "",
+    ) + pod;
+    let o = plan_at(&(default_pool() + &spare), MONDAY_MS);
+    let d = commanded(&o, "spare").unwrap_or_else(|| panic!("{:#?}", o.disruptions));
+    assert_eq!(d.replacements.len(), 1, "alone, it is replaced: {d:#?}");
+
+    let in_flight = in_flight_nodeclaim("default-inflight", "us-east-1a");
+    let o = plan_at(&(default_pool() + &spare + &in_flight), MONDAY_MS);
+    assert!(commanded(&o, "spare").is_none(), "{:#?}", o.disruptions);
+    assert!(
+        o.disruptions.iter().any(|d| d.node == "spare"
+            && matches!(
+                d.blocked_by.as_deref(),
+                Some(Blocker::UninitializedDestination { nodeclaim }) if nodeclaim == "default-inflight"
             )),
         "{:#?}",
         o.disruptions

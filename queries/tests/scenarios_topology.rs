@@ -377,13 +377,7 @@ fn a_zone_the_nodepool_no_longer_offers_still_counts_toward_the_skew() {
     // existing nodes count in their domain even where the NodePool cannot add capacity, here a
     // cordoned node in us-east-1c that a NodePool limited to 1a and 1b will never replace.
     // Counts are 1 / 1 / 1, so with maxSkew 1 only one more pod may go to each of 1a and 1b.
-    let pool = nodepool(
-        "default",
-        0,
-        "        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}\n        - {key: topology.kubernetes.io/zone, operator: In, values: [us-east-1a, us-east-1b]}",
-        "",
-        "",
-    ) + NODECLASS;
+    let pool = pool_in_1a_and_1b();
     let yaml = pool
         + &node("full-a", "us-east-1a", "1", "8Gi", "20")
         + &node("full-b", "us-east-1b", "1", "8Gi", "20")
@@ -458,13 +452,7 @@ fn an_empty_cordoned_node_outside_the_group_still_adds_its_zone() {
     // empty, cordoned and from a NodePool that no longer exists, so it shares no packing group
     // with the pods; its zone still holds the global minimum at zero, and with maxSkew 1 only
     // one pod may go to each of 1a and 1b.
-    let pool = nodepool(
-        "default",
-        0,
-        "        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}\n        - {key: topology.kubernetes.io/zone, operator: In, values: [us-east-1a, us-east-1b]}",
-        "",
-        "",
-    ) + NODECLASS;
+    let pool = pool_in_1a_and_1b();
     let retired = with_spec(
         &node("retired-c", "us-east-1c", "4", "16Gi", "20").replace(
             "karpenter.sh/nodepool: default",
@@ -490,4 +478,15 @@ fn an_empty_cordoned_node_outside_the_group_still_adds_its_zone() {
         "{out:?}"
     );
     assert_eq!(out.unschedulable.len(), 2, "{out:?}");
+}
+
+/// An on-demand NodePool "default" limited to us-east-1a and 1b, with its EC2NodeClass.
+fn pool_in_1a_and_1b() -> String {
+    nodepool(
+        "default",
+        0,
+        "        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}\n        - {key: topology.kubernetes.io/zone, operator: In, values: [us-east-1a, us-east-1b]}",
+        "",
+        "",
+    ) + NODECLASS
 }
