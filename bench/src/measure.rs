@@ -179,6 +179,10 @@ pub struct Changes {
     /// The most decisions one change moved.
     #[serde(default)]
     pub max_decision_diffs: usize,
+    /// Packing runs during the changes that carried the last run on rather than rebuilding it
+    /// from the last plan (`solver::warm`; counted in this process, so not a follower's).
+    #[serde(default)]
+    pub carried_on: u64,
     pub from_scratch: Percentiles,
     /// From-scratch median over incremental median.
     pub ratio_p50: f64,
@@ -349,6 +353,7 @@ fn run_changes(
     let mut cost_ratios: Vec<f64> = Vec::new();
     let mut disagreements = Vec::new();
     let mut epoch = engine.epoch();
+    let carried_before = dovetail_queries::solver::carried_on_runs();
     for i in 0..settings.changes {
         let (update, is_add) = if i % 2 == 0 || live.is_empty() {
             let pod = workload.random_pod();
@@ -464,6 +469,7 @@ fn run_changes(
         mean_launch_diffs: per_change(launch_diffs),
         mean_binding_diffs: per_change(binding_diffs),
         max_decision_diffs: max_diffs,
+        carried_on: dovetail_queries::solver::carried_on_runs() - carried_before,
         from_scratch,
         ratio_p50,
         checks,

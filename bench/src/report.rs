@@ -100,12 +100,12 @@ pub fn tables(settings: &Settings, results: &Results, notes: &[String]) -> Strin
                 );
             }
         }
-        let _ = writeln!(s, "\n| workers | from-scratch p50 / incremental p50 | samples sound | cost vs from scratch: mean (max) | decision diffs per change: mean (launches, bindings), max | final: bound / unschedulable / unaccounted |");
-        let _ = writeln!(s, "|---:|---:|---:|---:|---:|---|");
+        let _ = writeln!(s, "\n| workers | from-scratch p50 / incremental p50 | samples sound | cost vs from scratch: mean (max) | decision diffs per change: mean (launches, bindings), max | packing runs carried on | final: bound / unschedulable / unaccounted |");
+        let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---|");
         for c in &results.changes {
             let _ = writeln!(
                 s,
-                "| {} | {:.1}x | {}/{} | {:.3}x ({:.3}x) | {:.1} ({:.1}, {:.1}), {} | {} / {} / {} |",
+                "| {} | {:.1}x | {}/{} | {:.3}x ({:.3}x) | {:.1} ({:.1}, {:.1}), {} | {} | {} / {} / {} |",
                 c.workers,
                 c.ratio_p50,
                 c.sound,
@@ -116,6 +116,7 @@ pub fn tables(settings: &Settings, results: &Results, notes: &[String]) -> Strin
                 c.mean_launch_diffs,
                 c.mean_binding_diffs,
                 c.max_decision_diffs,
+                c.carried_on,
                 c.final_tally.bound,
                 c.final_tally.unschedulable,
                 c.final_tally.unaccounted

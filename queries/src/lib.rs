@@ -81,7 +81,16 @@ where
 pub fn provisioning<'s>(
     facts: VecCollection<'s, Epoch, Fact>,
 ) -> VecCollection<'s, Epoch, Decision> {
-    build(facts, Halves::Provisioning)
+    build(facts, Halves::Provisioning { carry_on: true })
+}
+
+/// Provisioning as [`provisioning`] gives it, with every change's packing rebuilt from the last
+/// plan instead of carried on from the last run (`solver::warm`): the reference that carrying
+/// on is tested against.
+pub fn provisioning_rebuilt<'s>(
+    facts: VecCollection<'s, Epoch, Fact>,
+) -> VecCollection<'s, Epoch, Decision> {
+    build(facts, Halves::Provisioning { carry_on: false })
 }
 
 /// How many kinds [`fact_kind`] tells apart.
@@ -121,7 +130,10 @@ fn fact_kind(f: &Fact) -> u8 {
 /// Which halves of the engine to build.
 #[derive(Clone, Copy)]
 enum Halves {
-    Provisioning,
+    Provisioning {
+        /// See `packing::GroupPlan::carry_on`.
+        carry_on: bool,
+    },
     /// Provisioning and disruption, with disruption commands evaluated at most once per
     /// `poll_ms` (None: at every change).
     Both {
@@ -204,6 +216,7 @@ fn build<'s>(
     );
     let spread_domains =
         spread_domains::spread_domains(classes.clone(), compat.clone(), usage.clone());
+    let carry_on = !matches!(halves, Halves::Provisioning { carry_on: false });
     let packed = packing::packing(
         classes.clone(),
         compat.clone(),
@@ -211,6 +224,7 @@ fn build<'s>(
         usage.clone(),
         groups,
         spread_domains,
+        carry_on,
     );
 
     let placements = packed.clone().flat_map(|p| match p {

@@ -16,7 +16,9 @@
 //! groups.
 
 use crate::packing_groups::{GroupId, Member, NodeSignature};
-use crate::solver::{solve, ClassInput, Failure, PlannedLaunch, Previous, SolverInput};
+use crate::solver::{
+    solve, solve_warm, ClassInput, Failure, PlannedLaunch, Previous, Slot, SolverInput, Warm,
+};
 use crate::spread_domains::SpreadDomain;
 use crate::types::{ClassId, ClassMembers, Compatibility, NodeState, PodClass, PoolTypes};
 use differential_dataflow::VecCollection;
@@ -28,6 +30,7 @@ use dovetail_dataflow::scheduling_reasons::Unschedulable;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 
 /// Copies added and removed since the group was last packed from nothing, as a share of its
 /// pending pods, past which it is packed from nothing again.
@@ -64,6 +67,7 @@ pub fn packing<'s>(
     nodes: VecCollection<'s, Epoch, (String, NodeState)>,
     groups: VecCollection<'s, Epoch, (Member, GroupId)>,
     spread_domains: VecCollection<'s, Epoch, (ClassId, SpreadDomain)>,
+    carry_on: bool,
 ) -> VecCollection<'s, Epoch, Packed> {
     let class_groups = groups.clone().flat_map(|(m, g)| match m {
         Member::Class(id) => Some((id, g)),
@@ -94,7 +98,10 @@ pub fn packing<'s>(
     let packed = maintain_by_key(
         pools.concat(nodes).concat(classes).concat(domains),
         "Packing",
-        GroupPlan::default,
+        move || GroupPlan {
+            carry_on,
+            ..GroupPlan::default()
+        },
     );
     let bound = packed
         .clone()
@@ -121,14 +128,26 @@ struct GroupPlan {
     /// The launches answered, with their bins: compared by the solver, not here, so that a
     /// change does not hash and clone every planned NodeClaim of a large group.
     launches: Vec<PlannedLaunch>,
-    /// The placements answered, by class and order.
-    placements: Vec<Placement>,
+    /// The placements answered, by class, in order.
+    placements: FxHashMap<ClassId, Vec<Placement>>,
     /// Whether a NodePool record changed since the last evaluation.
     pools_changed: bool,
     /// Pending copies per class at the last evaluation.
     counts: HashMap<ClassId, i64>,
     /// Copies added and removed since the group was last packed from nothing.
     drift: i64,
+    /// Whether a change that only adds or removes pods of pending classes carries the last
+    /// run on (`solver::warm`) rather than rebuilding it from the last plan: the same plan,
+    /// at the cost of what the change touches. Off only to check that claim.
+    carry_on: bool,
+    /// The last run's state, while `carry_on`.
+    warm: Option<Warm>,
+    /// Whether a NodePool, node or spread domain changed since the last evaluation.
+    reshaped: bool,
+    /// Since the last evaluation, per class: the net change of each content (the class and
+    /// its compatibility, by hash). A change of count alone nets to zero; a class that came
+    /// or went has one content that rose or fell.
+    class_edits: FxHashMap<ClassId, FxHashMap<u64, isize>>,
 }
 
 impl Maintained for GroupPlan {
@@ -136,8 +155,22 @@ impl Maintained for GroupPlan {
     type Out = Packed;
 
     fn update(&mut self, part: Part, diff: isize) {
-        if matches!(part, Part::Pool(_)) {
-            self.pools_changed = true;
+        match &part {
+            Part::Pool(_) => {
+                self.pools_changed = true;
+                self.reshaped = true;
+            }
+            Part::Node(_) | Part::Domain(..) => self.reshaped = true,
+            Part::Class(id, class, _, compat) => {
+                let mut h = rustc_hash::FxHasher::default();
+                (class, compat).hash(&mut h);
+                *self
+                    .class_edits
+                    .entry(*id)
+                    .or_default()
+                    .entry(h.finish())
+                    .or_insert(0) += diff;
+            }
         }
         add_count(&mut self.parts, part, diff);
     }
@@ -189,6 +222,13 @@ impl Maintained for GroupPlan {
         let repack = self.pools_changed
             || (self.answered.is_empty() && self.launches.is_empty() && self.placements.is_empty())
             || self.drift as f64 > (REPACK_SHARE * pending as f64).max(REPACK_MIN as f64);
+        // A class that came or went is carried on; one whose content (its compatibility)
+        // changed is not.
+        let reshaped = std::mem::take(&mut self.reshaped)
+            || self
+                .class_edits
+                .drain()
+                .any(|(_, edits)| edits.values().any(|&d| d > 0) && edits.values().any(|&d| d < 0));
         if repack {
             self.drift = 0;
         } else {
@@ -197,32 +237,70 @@ impl Maintained for GroupPlan {
                 placements: &self.placements,
             });
         }
-        let mut solved = solve(input);
-        // Packed from nothing, the solver kept nothing: every previous launch is retracted.
-        let mut kept = vec![false; self.launches.len()];
-        for &i in &solved.kept {
-            kept[i] = true;
-        }
-        let mut launches = Vec::with_capacity(solved.kept.len() + solved.launches.len());
-        for (i, planned) in std::mem::take(&mut self.launches).into_iter().enumerate() {
-            if kept[i] {
-                launches.push(planned);
-            } else {
-                out.push((Packed::Launch(planned.launch), -1));
-            }
-        }
-        for (launch, bin) in std::mem::take(&mut solved.launches)
+        let warm = self.warm.take().filter(|_| !repack && !reshaped);
+        let mut solved = if self.carry_on {
+            let (solved, warm) = solve_warm(input, warm);
+            self.warm = Some(warm);
+            solved
+        } else {
+            solve(input)
+        };
+        // The plan's launches in its bins' order: the previous ones kept, the rest new or
+        // changed. A previous launch not kept is retracted.
+        let mut previous: Vec<Option<PlannedLaunch>> = std::mem::take(&mut self.launches)
+            .into_iter()
+            .map(Some)
+            .collect();
+        let mut fresh: Vec<Option<PlannedLaunch>> = std::mem::take(&mut solved.launches)
             .into_iter()
             .zip(std::mem::take(&mut solved.launch_bins))
-        {
-            out.push((Packed::Launch(launch.clone()), 1));
-            launches.push(PlannedLaunch { launch, bin });
+            .map(|(launch, bin)| Some(PlannedLaunch { launch, bin }))
+            .collect();
+        let mut launches = Vec::with_capacity(solved.order.len());
+        for slot in &solved.order {
+            let planned = match *slot {
+                Slot::Kept(i) => previous.get_mut(i).and_then(Option::take),
+                Slot::Fresh(i) => {
+                    let planned = fresh.get_mut(i).and_then(Option::take);
+                    if let Some(p) = &planned {
+                        out.push((Packed::Launch(p.launch.clone()), 1));
+                    }
+                    planned
+                }
+            };
+            launches.extend(planned);
         }
-        // Placements are many (one per class per bin): they are compared as sorted lists, so a
-        // change clones and hashes none of those that stay.
-        let mut placements = std::mem::take(&mut solved.placements);
-        placements.sort_unstable_by_key(|p| (p.class, p.order));
-        placement_changes(&self.placements, &placements, out);
+        for planned in previous.into_iter().flatten() {
+            out.push((Packed::Launch(planned.launch), -1));
+        }
+        // Placements are many (one per class per bin): they are compared class by class, and
+        // only for the classes the run touched when it carried the last one on.
+        let mut by_class: FxHashMap<ClassId, Vec<Placement>> = FxHashMap::default();
+        for p in std::mem::take(&mut solved.placements) {
+            by_class.entry(p.class).or_default().push(p);
+        }
+        let changed: Vec<ClassId> = match solved.touched.take() {
+            Some(mut touched) => {
+                // Classes gone since the last run have no placements any more.
+                touched.extend(self.counts.keys().filter(|id| !counts.contains_key(id)));
+                touched
+            }
+            None => {
+                let mut all: Vec<ClassId> = self.placements.keys().copied().collect();
+                all.extend(by_class.keys().copied());
+                all.sort_unstable();
+                all.dedup();
+                all
+            }
+        };
+        for class in changed {
+            let before = self.placements.remove(&class).unwrap_or_default();
+            let now = by_class.remove(&class).unwrap_or_default();
+            placement_changes(&before, &now, out);
+            if !now.is_empty() {
+                self.placements.insert(class, now);
+            }
+        }
         let mut now: FxHashMap<Packed, isize> = FxHashMap::default();
         for Failure {
             class,
@@ -243,7 +321,6 @@ impl Maintained for GroupPlan {
         changes(&self.answered, &now, out);
         self.answered = now;
         self.launches = launches;
-        self.placements = placements;
         self.counts = counts;
         self.pools_changed = false;
     }

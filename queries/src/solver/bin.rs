@@ -37,7 +37,7 @@ pub struct Bin {
     /// A planned NodeClaim's largest CPU and memory over its candidate types (`None`: not yet
     /// known), so that its headroom is found without walking its types again.
     pub type_max: Option<(i64, i64)>,
-    /// (class index, copies), in the order placed.
+    /// (class index, copies), in the order first placed.
     pub classes: Vec<(usize, i64)>,
     /// Pods per topology group on this node (hostname-keyed groups and anti-affinity).
     pub group_counts: BTreeMap<usize, i64>,
@@ -69,10 +69,12 @@ impl Bin {
         self.group_counts.get(&group).copied().unwrap_or(0)
     }
 
+    /// Adds copies of a class: one entry per class, so that a launch's pods and a class's
+    /// placements read the same however the copies arrived.
     pub fn add_class(&mut self, class: usize, copies: i64) {
-        match self.classes.last_mut() {
-            Some((c, n)) if *c == class => *n += copies,
-            _ => self.classes.push((class, copies)),
+        match self.classes.iter_mut().rev().find(|(c, _)| *c == class) {
+            Some((_, n)) => *n += copies,
+            None => self.classes.push((class, copies)),
         }
     }
 }

@@ -18,8 +18,10 @@ mod launch;
 mod seed;
 mod shape;
 pub mod topology;
+mod warm;
 
 pub use seed::{executes, PlannedBin, PlannedLaunch, Previous};
+pub use warm::{carried_on_runs, solve_warm, Warm};
 
 use crate::spread_domains::SpreadDomain;
 use crate::types::{ClassId, Compatibility, NodeState, PodClass, PoolTypes};
@@ -81,6 +83,21 @@ pub struct SolverOutput {
     /// The previous plan's launches (indices into `Previous::launches`) that this plan keeps
     /// unchanged; they are not repeated in `launches`.
     pub kept: Vec<usize>,
+    /// Every launch of the plan in its bins' order: a previous one kept, or one of `launches`.
+    pub order: Vec<Slot>,
+    /// `None`: `placements` are every class's. `Some`: they are only these classes', and every
+    /// other class's placements are as they were (a change carried on from the last plan, see
+    /// `warm`).
+    pub touched: Option<Vec<ClassId>>,
+}
+
+/// A launch of the plan, in bin order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Slot {
+    /// The previous plan's launch of this index, unchanged.
+    Kept(usize),
+    /// `SolverOutput::launches[i]`.
+    Fresh(usize),
 }
 
 struct Solver<'a> {
@@ -100,9 +117,15 @@ struct Solver<'a> {
     demand: Vec<Resources>,
     bins: Vec<Bin>,
     failures: Vec<Failure>,
-    /// Names a new launch must not take: the nodes', their NodeClaims', and the launches
-    /// planned last time (see [`executes`]).
+    /// Names a new launch must not take: the nodes' and their NodeClaims' (see [`executes`]).
     taken: BTreeSet<String>,
+    /// The names new launches took in this run.
+    claimed: BTreeSet<String>,
+    /// Per class: whether this run put copies in or took them out of some bin.
+    touched: Vec<bool>,
+    /// Classes whose preferences were relaxed in this run, with their constraints as they were
+    /// (a run carried on from this one starts from them again, as a fresh run would).
+    relaxed: Vec<(usize, ClassTopology)>,
     /// The launches planned last time, whose names a new launch must not take either: looked up
     /// by a set built on the first new name a change needs, since copying 20,000 names into
     /// `taken` at every change cost more than the rest of a small change.
@@ -111,33 +134,31 @@ struct Solver<'a> {
 }
 
 /// Runs the packing.
-pub fn solve(input: SolverInput<'_>) -> SolverOutput {
-    let mut pools = input.pools;
-    pools.sort_by(|a, b| {
+pub fn solve(mut input: SolverInput<'_>) -> SolverOutput {
+    sorted(&mut input);
+    let (pools, classes, nodes) = (input.pools, input.classes, input.nodes);
+    let mut solver = Solver::new(pools, classes, nodes, &input.bystanders);
+    solver.run(input.previous);
+    solver.finish(false)
+}
+
+/// Sorts the input as every run takes it: NodePools by weight, then name; classes largest first
+/// (CPU, then memory), then by id; nodes by name.
+fn sorted(input: &mut SolverInput<'_>) {
+    input.pools.sort_by(|a, b| {
         b.nodepool
             .weight
             .cmp(&a.nodepool.weight)
             .then_with(|| a.nodepool.name.cmp(&b.nodepool.name))
     });
-    let mut classes = input.classes;
-    classes.sort_by(|a, b| {
+    input.classes.sort_by(|a, b| {
         let (ra, rb) = (&a.class.scheduling.requests, &b.class.scheduling.requests);
         rb.cpu
             .cmp(&ra.cpu)
             .then(rb.memory.cmp(&ra.memory))
             .then(a.id.cmp(&b.id))
     });
-    let mut nodes = input.nodes;
-    nodes.sort_by(|a, b| a.node.name.cmp(&b.node.name));
-    let mut solver = Solver::new(pools, classes, nodes, &input.bystanders);
-    let seeded = match input.previous {
-        Some(previous) => solver.seed(previous),
-        None => vec![0; solver.classes.len()],
-    };
-    for (ci, seeded) in seeded.into_iter().enumerate() {
-        solver.place_class_relaxing(ci, solver.classes[ci].count - seeded);
-    }
-    solver.finish()
+    input.nodes.sort_by(|a, b| a.node.name.cmp(&b.node.name));
 }
 
 /// The zones (or capacity types, by `key`) of a type's available offerings the filter admits.
@@ -156,6 +177,20 @@ fn offering_values<'a>(
                 o.capacity_type.as_str()
             }
         })
+}
+
+/// Per pool (in `pools`' order), the bitset of the class's compatible types; `None` where it
+/// may not use the pool or the pool cannot launch.
+fn class_bits(pools: &[&PoolTypes], c: &ClassInput<'_>) -> Vec<Option<Vec<u64>>> {
+    let mut per_pool: Vec<Option<Vec<u64>>> = vec![None; pools.len()];
+    for (name, types) in &c.compat.pools {
+        if let Some(p) = pools.iter().position(|p| p.nodepool.name == *name) {
+            if pools[p].not_ready.is_none() {
+                per_pool[p] = Some(bitset(types, pools[p].types.len()));
+            }
+        }
+    }
+    per_pool
 }
 
 fn bitset(indices: &[u32], len: usize) -> Vec<u64> {
@@ -180,25 +215,8 @@ impl<'a> Solver<'a> {
         nodes: Vec<&'a NodeState>,
         bystanders: &[&'a NodeState],
     ) -> Self {
-        let pool_index: BTreeMap<&str, usize> = pools
-            .iter()
-            .enumerate()
-            .map(|(i, p)| (p.nodepool.name.as_str(), i))
-            .collect();
-        let compat_bits: Vec<Vec<Option<Vec<u64>>>> = classes
-            .iter()
-            .map(|c| {
-                let mut per_pool: Vec<Option<Vec<u64>>> = vec![None; pools.len()];
-                for (name, types) in &c.compat.pools {
-                    if let Some(&p) = pool_index.get(name.as_str()) {
-                        if pools[p].not_ready.is_none() {
-                            per_pool[p] = Some(bitset(types, pools[p].types.len()));
-                        }
-                    }
-                }
-                per_pool
-            })
-            .collect();
+        let compat_bits: Vec<Vec<Option<Vec<u64>>>> =
+            classes.iter().map(|c| class_bits(&pools, c)).collect();
         let mut topo = Topology::default();
         let mut class_topo: Vec<ClassTopology> = classes
             .iter()
@@ -243,32 +261,9 @@ impl<'a> Solver<'a> {
             }
             bins.push(bin);
         }
-        let limits = pools
-            .iter()
-            .map(|p| {
-                if p.nodepool.limits.is_empty() {
-                    return None;
-                }
-                let mut left = p.nodepool.limits.clone();
-                for n in nodes.iter().chain(bystanders) {
-                    if n.node.labels.get(NODEPOOL) == Some(&p.nodepool.name) {
-                        for (r, v) in left.iter_mut() {
-                            *v -= n.node.limit_usage().get(r);
-                        }
-                    }
-                }
-                Some(left)
-            })
-            .collect();
-        let mut demand = vec![Resources::default(); pools.len()];
-        for (c, per_pool) in classes.iter().zip(&compat_bits) {
-            let requests = c.class.scheduling.requests.times(c.count.max(0));
-            for (p, bits) in per_pool.iter().enumerate() {
-                if bits.is_some() {
-                    demand[p].add_assign(&requests);
-                }
-            }
-        }
+        let limits = node_limits(&pools, &nodes, bystanders);
+        let demand = pending_demand(&pools, &classes, &compat_bits);
+        let touched = vec![false; classes.len()];
         let mut solver = Solver {
             pools,
             classes,
@@ -282,6 +277,9 @@ impl<'a> Solver<'a> {
             bins,
             failures: Vec::new(),
             taken,
+            claimed: BTreeSet::new(),
+            touched,
+            relaxed: Vec::new(),
             previous_launches: &[],
             previous_names: None,
         };
@@ -289,6 +287,17 @@ impl<'a> Solver<'a> {
             solver.refresh_headroom(b);
         }
         solver
+    }
+
+    /// Seeds the run with the previous plan, if any, and places every copy not seeded.
+    fn run(&mut self, previous: Option<Previous<'a>>) {
+        let seeded = match previous {
+            Some(previous) => self.seed(previous),
+            None => vec![0; self.classes.len()],
+        };
+        for (ci, seeded) in seeded.into_iter().enumerate() {
+            self.place_class_relaxing(ci, self.classes[ci].count - seeded);
+        }
     }
 
     fn fail(&mut self, ci: usize, count: i64, reason: Unschedulable) {
@@ -369,9 +378,13 @@ impl<'a> Solver<'a> {
             let mark = self.failures.len();
             self.place_class(ci, left);
             let failed: i64 = self.failures[mark..].iter().map(|f| f.count).sum();
-            if failed == 0 || !self.class_topo[ci].relax() {
+            if failed == 0 || self.class_topo[ci].soft.is_empty() {
                 return;
             }
+            if !self.relaxed.iter().any(|(c, _)| *c == ci) {
+                self.relaxed.push((ci, self.class_topo[ci].clone()));
+            }
+            self.class_topo[ci].relax();
             self.failures.truncate(mark);
             left = failed;
         }
@@ -918,6 +931,7 @@ impl<'a> Solver<'a> {
     /// Puts `copies` copies of class `ci` into bin `b` (its use, its classes, and the topology
     /// counts), leaving its types and headroom as they are.
     fn add_copies(&mut self, b: usize, ci: usize, copies: i64) {
+        self.touched[ci] = true;
         let req = self.classes[ci].class.scheduling.requests.times(copies);
         let member_of = &self.class_topo[ci].member_of;
         for (p, bits) in self.compat_bits[ci].iter().enumerate() {
@@ -1076,17 +1090,21 @@ impl<'a> Solver<'a> {
         let previous_names = self
             .previous_names
             .get_or_insert_with(|| previous.iter().map(|p| p.launch.name.as_str()).collect());
-        let free = |taken: &BTreeSet<String>, n: &str| {
+        let executed_by = |set: &BTreeSet<String>, n: &str| {
+            set.range(format!("{n}-")..)
+                .take_while(|t| t.starts_with(n))
+                .any(|t| executes(t, n))
+        };
+        let free = |taken: &BTreeSet<String>, claimed: &BTreeSet<String>, n: &str| {
             !taken.contains(n)
+                && !claimed.contains(n)
                 && !previous_names.contains(n)
-                && !taken
-                    .range(format!("{n}-")..)
-                    .take_while(|t| t.starts_with(n))
-                    .any(|t| executes(t, n))
+                && !executed_by(taken, n)
+                && !executed_by(claimed, n)
         };
         let mut candidate = name.clone();
         let mut salt = 1u32;
-        while !free(&self.taken, &candidate) {
+        while !free(&self.taken, &self.claimed, &candidate) {
             let (prefix, _) = name.rsplit_once('-').unwrap_or((name.as_str(), ""));
             candidate = format!(
                 "{prefix}-{:010x}",
@@ -1094,25 +1112,32 @@ impl<'a> Solver<'a> {
             );
             salt += 1;
         }
-        self.taken.insert(candidate.clone());
+        self.claimed.insert(candidate.clone());
         candidate
     }
 
-    fn finish(mut self) -> SolverOutput {
+    /// The plan: a launch for every planned bin that changed, the previous launch kept for
+    /// every one that did not, and the placements — every class's, or with `only_touched` only
+    /// those of the classes this run put in or took out (the others' are as they were: their
+    /// bins kept their order and names). The bins stay, for a run carried on from this one.
+    fn finish(&mut self, only_touched: bool) -> SolverOutput {
         let mut out = SolverOutput {
             failures: self.failures.clone(),
             ..Default::default()
         };
-        let mut bound: BTreeMap<&str, f64> = BTreeMap::new();
         let mut ordinals: BTreeMap<u64, u32> = BTreeMap::new();
-        let mut order: BTreeMap<ClassId, u32> = BTreeMap::new();
+        let mut order = vec![0u32; self.classes.len()];
+        let mut on_new = vec![0i64; self.classes.len()];
         let bins = std::mem::take(&mut self.bins);
         for bin in &bins {
             if bin.classes.is_empty() {
                 continue;
             }
             let target = match &bin.kind {
-                BinKind::Existing { node } => self.nodes[*node].node.name.clone(),
+                BinKind::Existing { node } => {
+                    let n: &'a NodeState = self.nodes[*node];
+                    Some(n.node.name.as_str())
+                }
                 BinKind::New {
                     pool,
                     types,
@@ -1120,7 +1145,8 @@ impl<'a> Solver<'a> {
                 } => match &bin.origin {
                     Some(origin) if !origin.changed => {
                         out.kept.push(origin.launch);
-                        self.previous_launches[origin.launch].launch.name.clone()
+                        out.order.push(Slot::Kept(origin.launch));
+                        None
                     }
                     _ => {
                         let mut l = launch::launch(
@@ -1137,7 +1163,7 @@ impl<'a> Solver<'a> {
                             }
                             None => self.claim_name(l.name),
                         };
-                        let name = l.name.clone();
+                        out.order.push(Slot::Fresh(out.launches.len()));
                         out.launches.push(l);
                         out.launch_bins.push(PlannedBin::new(
                             types.clone(),
@@ -1145,38 +1171,107 @@ impl<'a> Solver<'a> {
                             bin.limit.clone(),
                             bin.type_max,
                         ));
-                        name
+                        None
                     }
                 },
             };
+            let is_new = matches!(bin.kind, BinKind::New { .. });
             for &(ci, count) in &bin.classes {
-                let id = self.classes[ci].id;
-                if matches!(bin.kind, BinKind::New { .. }) {
-                    let c = &self.classes[ci];
-                    let compat: &'a Compatibility = c.compat;
-                    for (r, cost) in &compat.unit_cost {
-                        if cost.get() < f64::MAX {
-                            let need = c.class.scheduling.requests.get(r) as f64;
-                            *bound.entry(r.as_str()).or_insert(0.0) +=
-                                count as f64 * need * cost.get();
-                        }
-                    }
+                if is_new {
+                    on_new[ci] += count;
                 }
-                let o = order.entry(id).or_insert(0);
+                let o = order[ci];
+                order[ci] += 1;
+                if only_touched && !self.touched[ci] {
+                    continue;
+                }
+                let target = match (target, out.order.last()) {
+                    (Some(name), _) => name.to_string(),
+                    (None, Some(Slot::Kept(li))) => self.previous_launches[*li].launch.name.clone(),
+                    (None, Some(Slot::Fresh(i))) => out.launches[*i].name.clone(),
+                    (None, None) => continue,
+                };
                 out.placements.push(Placement {
-                    class: id,
-                    target: target.clone(),
-                    order: *o,
+                    class: self.classes[ci].id,
+                    target,
+                    order: o,
                     count,
                 });
-                *o += 1;
             }
         }
-        out.lower_bound = dovetail_dataflow::model::Price(
-            bound.values().fold(0.0f64, |a, b| a.max(*b)).floor() as i64,
-        );
+        self.bins = bins;
+        out.lower_bound = self.lower_bound(&on_new);
+        if only_touched {
+            out.touched = Some(
+                (0..self.classes.len())
+                    .filter(|&ci| self.touched[ci])
+                    .map(|ci| self.classes[ci].id)
+                    .collect(),
+            );
+        }
         out
     }
+
+    /// The lower bound on the price of the copies put on new NodeClaims (`on_new`, per class):
+    /// see `SolverOutput::lower_bound`.
+    fn lower_bound(&self, on_new: &[i64]) -> dovetail_dataflow::model::Price {
+        let mut bound: BTreeMap<&str, f64> = BTreeMap::new();
+        for (c, &count) in self.classes.iter().zip(on_new) {
+            if count == 0 {
+                continue;
+            }
+            for (r, cost) in &c.compat.unit_cost {
+                if cost.get() < f64::MAX {
+                    let need = c.class.scheduling.requests.get(r) as f64;
+                    *bound.entry(r.as_str()).or_insert(0.0) += count as f64 * need * cost.get();
+                }
+            }
+        }
+        dovetail_dataflow::model::Price(bound.values().fold(0.0f64, |a, b| a.max(*b)).floor() as i64)
+    }
+}
+
+/// What each NodePool's limits leave after the nodes (taking pods or not) that belong to it.
+fn node_limits(
+    pools: &[&PoolTypes],
+    nodes: &[&NodeState],
+    bystanders: &[&NodeState],
+) -> Vec<Option<BTreeMap<String, Milli>>> {
+    pools
+        .iter()
+        .map(|p| {
+            if p.nodepool.limits.is_empty() {
+                return None;
+            }
+            let mut left = p.nodepool.limits.clone();
+            for n in nodes.iter().chain(bystanders) {
+                if n.node.labels.get(NODEPOOL) == Some(&p.nodepool.name) {
+                    for (r, v) in left.iter_mut() {
+                        *v -= n.node.limit_usage().get(r);
+                    }
+                }
+            }
+            Some(left)
+        })
+        .collect()
+}
+
+/// By pool: the requests of every pending copy of the classes that may use it.
+fn pending_demand(
+    pools: &[&PoolTypes],
+    classes: &[ClassInput<'_>],
+    compat_bits: &[Vec<Option<Vec<u64>>>],
+) -> Vec<Resources> {
+    let mut demand = vec![Resources::default(); pools.len()];
+    for (c, per_pool) in classes.iter().zip(compat_bits) {
+        let requests = c.class.scheduling.requests.times(c.count.max(0));
+        for (p, bits) in per_pool.iter().enumerate() {
+            if bits.is_some() {
+                demand[p].add_assign(&requests);
+            }
+        }
+    }
+    demand
 }
 
 struct Fit {

@@ -198,6 +198,20 @@ impl Topology {
         }
     }
 
+    /// Takes `n` pods out of a domain's count, forgetting the domain at zero (as a count built
+    /// from the remaining pods would not have it).
+    pub fn remove(&mut self, group: usize, domain: &str, n: i64) {
+        let Some(c) = self.counts.get_mut(group) else {
+            return;
+        };
+        if let Some(v) = c.get_mut(domain) {
+            *v -= n;
+            if *v == 0 {
+                c.remove(domain);
+            }
+        }
+    }
+
     pub fn count(&self, group: usize, domain: &str) -> i64 {
         self.counts
             .get(group)
