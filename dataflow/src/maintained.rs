@@ -58,7 +58,11 @@ pub fn changes<D: Hash + Eq + Clone, S: std::hash::BuildHasher>(
 
 /// Adds `diff` to `key`'s multiplicity in `counts`, forgetting the key when it reaches zero: the
 /// multiset a [`Maintained`] state usually keeps of its input.
-pub fn add_count<K: Hash + Eq>(counts: &mut HashMap<K, isize>, key: K, diff: isize) {
+pub fn add_count<K: Hash + Eq, S: std::hash::BuildHasher>(
+    counts: &mut HashMap<K, isize, S>,
+    key: K,
+    diff: isize,
+) {
     match counts.get_mut(&key) {
         Some(n) => {
             *n += diff;

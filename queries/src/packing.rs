@@ -122,12 +122,13 @@ pub fn packing<'s>(
 /// One packing group's input and the plan it was last answered with.
 #[derive(Default)]
 struct GroupPlan {
-    parts: HashMap<Part, isize>,
+    /// Fx-hashed: a part is a whole class with its compatibility, hashed at every change.
+    parts: FxHashMap<Part, isize>,
     /// The answer but its launches and placements (failures, the lower bound).
     answered: FxHashMap<Packed, isize>,
     /// The launches answered, with their bins: compared by the solver, not here, so that a
     /// change does not hash and clone every planned NodeClaim of a large group.
-    launches: Vec<PlannedLaunch>,
+    launches: Vec<Box<PlannedLaunch>>,
     /// The placements answered, by class, in order.
     placements: FxHashMap<ClassId, Vec<Placement>>,
     /// Whether a NodePool record changed since the last evaluation.
@@ -247,14 +248,14 @@ impl Maintained for GroupPlan {
         };
         // The plan's launches in its bins' order: the previous ones kept, the rest new or
         // changed. A previous launch not kept is retracted.
-        let mut previous: Vec<Option<PlannedLaunch>> = std::mem::take(&mut self.launches)
+        let mut previous: Vec<Option<Box<PlannedLaunch>>> = std::mem::take(&mut self.launches)
             .into_iter()
             .map(Some)
             .collect();
-        let mut fresh: Vec<Option<PlannedLaunch>> = std::mem::take(&mut solved.launches)
+        let mut fresh: Vec<Option<Box<PlannedLaunch>>> = std::mem::take(&mut solved.launches)
             .into_iter()
             .zip(std::mem::take(&mut solved.launch_bins))
-            .map(|(launch, bin)| Some(PlannedLaunch { launch, bin }))
+            .map(|(launch, bin)| Some(Box::new(PlannedLaunch { launch, bin })))
             .collect();
         let mut launches = Vec::with_capacity(solved.order.len());
         for slot in &solved.order {
@@ -271,7 +272,7 @@ impl Maintained for GroupPlan {
             launches.extend(planned);
         }
         for planned in previous.into_iter().flatten() {
-            out.push((Packed::Launch(planned.launch), -1));
+            out.push((Packed::Launch((*planned).launch), -1));
         }
         // Placements are many (one per class per bin): they are compared class by class, and
         // only for the classes the run touched when it carried the last one on.

@@ -129,7 +129,7 @@ struct Solver<'a> {
     /// The launches planned last time, whose names a new launch must not take either: looked up
     /// by a set built on the first new name a change needs, since copying 20,000 names into
     /// `taken` at every change cost more than the rest of a small change.
-    previous_launches: &'a [PlannedLaunch],
+    previous_launches: &'a [Box<PlannedLaunch>],
     previous_names: Option<rustc_hash::FxHashSet<&'a str>>,
 }
 
@@ -151,7 +151,8 @@ fn sorted(input: &mut SolverInput<'_>) {
             .cmp(&a.nodepool.weight)
             .then_with(|| a.nodepool.name.cmp(&b.nodepool.name))
     });
-    input.classes.sort_by(|a, b| {
+    // Class ids are unique, so the order is total and an unstable sort gives it.
+    input.classes.sort_unstable_by(|a, b| {
         let (ra, rb) = (&a.class.scheduling.requests, &b.class.scheduling.requests);
         rb.cpu
             .cmp(&ra.cpu)
@@ -1215,7 +1216,8 @@ impl<'a> Solver<'a> {
     /// The lower bound on the price of the copies put on new NodeClaims (`on_new`, per class):
     /// see `SolverOutput::lower_bound`.
     fn lower_bound(&self, on_new: &[i64]) -> dovetail_dataflow::model::Price {
-        let mut bound: BTreeMap<&str, f64> = BTreeMap::new();
+        // A handful of resources: a list beats a map here, summed over every class per change.
+        let mut bound: Vec<(&str, f64)> = Vec::new();
         for (c, &count) in self.classes.iter().zip(on_new) {
             if count == 0 {
                 continue;
@@ -1223,11 +1225,17 @@ impl<'a> Solver<'a> {
             for (r, cost) in &c.compat.unit_cost {
                 if cost.get() < f64::MAX {
                     let need = c.class.scheduling.requests.get(r) as f64;
-                    *bound.entry(r.as_str()).or_insert(0.0) += count as f64 * need * cost.get();
+                    let add = count as f64 * need * cost.get();
+                    match bound.iter_mut().find(|(name, _)| *name == r.as_str()) {
+                        Some((_, sum)) => *sum += add,
+                        None => bound.push((r.as_str(), add)),
+                    }
                 }
             }
         }
-        dovetail_dataflow::model::Price(bound.values().fold(0.0f64, |a, b| a.max(*b)).floor() as i64)
+        dovetail_dataflow::model::Price(
+            bound.iter().fold(0.0f64, |a, (_, b)| a.max(*b)).floor() as i64
+        )
     }
 }
 

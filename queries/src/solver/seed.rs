@@ -20,7 +20,8 @@ use std::sync::Arc;
 /// The plan a packing made last time: what the new one starts from.
 #[derive(Debug, Clone, Copy)]
 pub struct Previous<'a> {
-    pub launches: &'a [PlannedLaunch],
+    /// Boxed: a change moves the list, not 20,000 launches.
+    pub launches: &'a [Box<PlannedLaunch>],
     /// By class, in order.
     pub placements: &'a HashMap<ClassId, Vec<Placement>>,
 }

@@ -155,8 +155,10 @@ impl<'a> Solver<'a> {
             return false;
         }
         let placed = self.trim();
-        for b in 0..self.bins.len() {
-            self.charge_limits(b);
+        if self.limits.iter().any(Option::is_some) {
+            for b in 0..self.bins.len() {
+                self.charge_limits(b);
+            }
         }
         self.demand = pending_demand(&self.pools, &self.classes, &self.compat_bits);
         for (ci, &n) in placed.iter().enumerate() {
