@@ -10,7 +10,9 @@
 //! node and no topology term cannot affect each other. Within a group the plan is sticky, as
 //! Karpenter's nominations are: a change starts from the last plan (`solver::seed`), so a pod
 //! more goes into a planned NodeClaim with room or a new one, and a pod less leaves slack,
-//! instead of shifting every later bin. The waste this leaves is repaired by packing the group
+//! instead of shifting every later bin; a change that only adds or removes pending pods goes
+//! further and carries the last run's state on (`solver::warm`) to the same plan, without
+//! rebuilding its bins. The waste this leaves is repaired by packing the group
 //! from nothing again once the copies added and removed since the last such packing pass a
 //! tenth of the group's pods, or when its NodePools change. The lower bound is summed over the
 //! groups.
