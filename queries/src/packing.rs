@@ -130,6 +130,9 @@ struct GroupPlan {
     answered: FxHashMap<Packed, isize>,
     /// The launches answered, with their bins: compared by the solver, not here, so that a
     /// change does not hash and clone every planned NodeClaim of a large group.
+    /// Boxed: a change rebuilds this list, and moving 20,000 boxes instead of 20,000 launches
+    /// took a sixth of a change's time at 100k pods.
+    #[allow(clippy::vec_box)]
     launches: Vec<Box<PlannedLaunch>>,
     /// The placements answered, by class, in order.
     placements: FxHashMap<ClassId, Vec<Placement>>,
@@ -274,7 +277,7 @@ impl Maintained for GroupPlan {
             launches.extend(planned);
         }
         for planned in previous.into_iter().flatten() {
-            out.push((Packed::Launch((*planned).launch), -1));
+            out.push((Packed::Launch(planned.launch), -1));
         }
         // Placements are many (one per class per bin): they are compared class by class, and
         // only for the classes the run touched when it carried the last one on.
