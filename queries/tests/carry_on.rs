@@ -41,39 +41,6 @@ spec:
       requirements:
         - {key: karpenter.k8s.aws/instance-family, operator: In, values: [m5, c5, r5, m6g]}
 ---
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata: {name: isolated}
-spec:
-  template:
-    spec:
-      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
-      taints:
-        - {key: dedicated, value: isolated, effect: NoSchedule}
-      requirements:
-        - {key: karpenter.k8s.aws/instance-family, operator: In, values: [c5]}
----
-apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata: {name: default}
-spec: {}
-status:
-  subnets:
-    - {id: a, zone: us-east-1a}
-    - {id: b, zone: us-east-1b}
-    - {id: c, zone: us-east-1c}
----
-apiVersion: v1
-kind: Node
-metadata:
-  name: existing-1
-  labels:
-    topology.kubernetes.io/zone: us-east-1a
-    kubernetes.io/arch: amd64
-    karpenter.sh/capacity-type: on-demand
-    node.kubernetes.io/instance-type: m5.xlarge
-status:
-  allocatable: {cpu: 3920m, memory: 14Gi, pods: "58"}
 "#;
 
 /// The pod shapes changes draw from: every copy of a shape is one class.
@@ -215,17 +182,18 @@ fn carrying_the_last_run_on_decides_as_rebuilding_from_the_last_plan() {
 /// 198 epochs of random changes from `seed`, applied to both engines.
 fn same_decisions_after_every_epoch(seed: u64) {
     let families = ["m5.", "c5.", "r5.", "m6g."];
-    let mut state: BTreeMap<String, Fact> = common::facts(WORLD)
-        .into_iter()
-        .filter(|f| match f {
-            Fact::InstanceType { instance_type, .. } => {
-                families.iter().any(|p| instance_type.name.starts_with(p))
-                    && !instance_type.name.contains("metal")
-            }
-            _ => true,
-        })
-        .map(|f| (key(&f), f))
-        .collect();
+    let mut state: BTreeMap<String, Fact> =
+        common::facts(&format!("{WORLD}{}", common::ISOLATED_POOL_AND_NODE))
+            .into_iter()
+            .filter(|f| match f {
+                Fact::InstanceType { instance_type, .. } => {
+                    families.iter().any(|p| instance_type.name.starts_with(p))
+                        && !instance_type.name.contains("metal")
+                }
+                _ => true,
+            })
+            .map(|f| (key(&f), f))
+            .collect();
     for i in 0..160 {
         let f = shaped(i % SHAPES.len(), i);
         state.insert(key(&f), f);

@@ -52,39 +52,6 @@ spec:
         - {key: karpenter.k8s.aws/instance-family, operator: In, values: [m5, t3]}
         - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
 ---
-apiVersion: karpenter.sh/v1
-kind: NodePool
-metadata: {name: isolated}
-spec:
-  template:
-    spec:
-      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
-      taints:
-        - {key: dedicated, value: isolated, effect: NoSchedule}
-      requirements:
-        - {key: karpenter.k8s.aws/instance-family, operator: In, values: [c5]}
----
-apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata: {name: default}
-spec: {}
-status:
-  subnets:
-    - {id: a, zone: us-east-1a}
-    - {id: b, zone: us-east-1b}
-    - {id: c, zone: us-east-1c}
----
-apiVersion: v1
-kind: Node
-metadata:
-  name: existing-1
-  labels:
-    topology.kubernetes.io/zone: us-east-1a
-    kubernetes.io/arch: amd64
-    karpenter.sh/capacity-type: on-demand
-    node.kubernetes.io/instance-type: m5.xlarge
-status:
-  allocatable: {cpu: 3920m, memory: 14Gi, pods: "58"}
 "#;
 
 fn random_pod(rng: &mut Rng, i: usize) -> Pod {
@@ -125,7 +92,7 @@ fn key(f: &Fact) -> String {
 /// The world, with a catalogue small enough for quick runs.
 fn world() -> BTreeMap<String, Fact> {
     let families = ["m5.", "c5.", "r5.", "m6g.", "t3."];
-    common::facts(WORLD)
+    common::facts(&format!("{WORLD}{}", common::ISOLATED_POOL_AND_NODE))
         .into_iter()
         .filter(|f| match f {
             Fact::InstanceType { instance_type, .. } => {

@@ -68,6 +68,45 @@ impl Outcome {
     }
 }
 
+/// A NodePool behind a taint (c5 only), the EC2NodeClass every test NodePool uses (three
+/// zones), and one existing m5.xlarge node in us-east-1a: the rest of the random-change tests'
+/// world, after their own NodePools and a `---`.
+pub const ISOLATED_POOL_AND_NODE: &str = r#"
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: isolated}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      taints:
+        - {key: dedicated, value: isolated, effect: NoSchedule}
+      requirements:
+        - {key: karpenter.k8s.aws/instance-family, operator: In, values: [c5]}
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec: {}
+status:
+  subnets:
+    - {id: a, zone: us-east-1a}
+    - {id: b, zone: us-east-1b}
+    - {id: c, zone: us-east-1c}
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: existing-1
+  labels:
+    topology.kubernetes.io/zone: us-east-1a
+    kubernetes.io/arch: amd64
+    karpenter.sh/capacity-type: on-demand
+    node.kubernetes.io/instance-type: m5.xlarge
+status:
+  allocatable: {cpu: 3920m, memory: 14Gi, pods: "58"}
+"#;
+
 /// Loads manifests from YAML text and turns them into facts (us-east-1 catalogue).
 pub fn facts(yaml: &str) -> Vec<Fact> {
     let m = dovetail_ingest::load_str("scenario.yaml", yaml).expect("scenario manifests parse");
