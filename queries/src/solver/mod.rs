@@ -32,7 +32,9 @@ use dovetail_dataflow::model::labels::{CAPACITY_TYPE, NODEPOOL, ZONE};
 use dovetail_dataflow::model::taints::first_untolerated;
 use dovetail_dataflow::model::{InstanceType, Milli, Requirement, Requirements, Resources};
 use dovetail_dataflow::scheduling_reasons::{PoolRejection, Unschedulable};
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
 use std::sync::Arc;
 use topology::{water_fill, ClassTopology, SpreadDomains, Topology};
 
@@ -131,13 +133,35 @@ struct Solver<'a> {
     /// `taken` at every change cost more than the rest of a small change.
     previous_launches: &'a [Box<PlannedLaunch>],
     previous_names: Option<rustc_hash::FxHashSet<&'a str>>,
+    /// Every zone and every capacity type of the NodePools' types' offerings, found once per
+    /// run: a class that has found all those its requirements allow stops looking (see
+    /// [`Solver::domains`]).
+    offer_values: std::cell::OnceCell<[Vec<&'a str>; 2]>,
+    /// [`Solver::node_values`] by label key.
+    node_values: RefCell<Vec<(String, Rc<NodeValues<'a>>)>>,
+}
+
+/// A label's values on the nodes, each with the indices of the nodes that carry it.
+type NodeValues<'a> = Vec<(&'a str, Vec<usize>)>;
+
+/// Pods on nodes that a topology group counts, kept by a caller that solves many times over
+/// the same nodes (a disruption evaluation's whole-cluster simulations): counting each node's
+/// pods against every selector again was most of such a run.
+pub trait PodCounts {
+    /// How many of each node's pods `group` counts, in the order of `nodes`.
+    fn counts(&self, group: &topology::Group, nodes: &[&NodeState]) -> Vec<i64>;
 }
 
 /// Runs the packing.
-pub fn solve(mut input: SolverInput<'_>) -> SolverOutput {
+pub fn solve(input: SolverInput<'_>) -> SolverOutput {
+    solve_counted(input, None)
+}
+
+/// [`solve`], with the nodes' pods counted per topology group by `counts` when given.
+pub fn solve_counted(mut input: SolverInput<'_>, counts: Option<&dyn PodCounts>) -> SolverOutput {
     sorted(&mut input);
     let (pools, classes, nodes) = (input.pools, input.classes, input.nodes);
-    let mut solver = Solver::new(pools, classes, nodes, &input.bystanders);
+    let mut solver = Solver::new(pools, classes, nodes, &input.bystanders, counts);
     solver.run(input.previous);
     solver.finish(false)
 }
@@ -215,6 +239,7 @@ impl<'a> Solver<'a> {
         classes: Vec<ClassInput<'a>>,
         nodes: Vec<&'a NodeState>,
         bystanders: &[&'a NodeState],
+        counts: Option<&dyn PodCounts>,
     ) -> Self {
         let compat_bits: Vec<Vec<Option<Vec<u64>>>> =
             classes.iter().map(|c| class_bits(&pools, c)).collect();
@@ -229,6 +254,13 @@ impl<'a> Solver<'a> {
         let mut group_totals = vec![0i64; topo.groups.len()];
         let mut bins = Vec::with_capacity(nodes.len());
         let mut taken = BTreeSet::new();
+        // The groups that count a pod, by its namespace and labels: a cluster's nodes share a
+        // few label sets, and matching each pod entry against every selector was most of a
+        // whole-cluster disruption simulation.
+        let mut pod_groups: rustc_hash::FxHashMap<(&str, &BTreeMap<String, String>), Vec<usize>> =
+            rustc_hash::FxHashMap::default();
+        let counted: Option<Vec<Vec<i64>>> =
+            counts.map(|c| topo.groups.iter().map(|g| c.counts(g, &nodes)).collect());
         for (i, n) in nodes.iter().enumerate() {
             taken.insert(n.node.name.clone());
             taken.extend(n.node.nodeclaim.clone());
@@ -243,19 +275,38 @@ impl<'a> Solver<'a> {
                 group_counts: BTreeMap::new(),
                 anti_groups: BTreeSet::new(),
             };
-            for (ns, labels, count) in &n.pods {
-                for (g, group) in topo.groups.iter().enumerate() {
-                    if !group.counts_pod(ns, labels) {
-                        continue;
+            if let Some(counted) = &counted {
+                for (g, per_node) in counted.iter().enumerate() {
+                    let count = per_node.get(i).copied().unwrap_or(0);
+                    if count != 0 {
+                        group_totals[g] += count;
+                        *bin.group_counts.entry(g).or_insert(0) += count;
                     }
+                }
+            }
+            let uncounted = counted.is_none() && !topo.groups.is_empty();
+            for (ns, labels, count) in n.pods.iter().filter(|_| uncounted) {
+                let groups = pod_groups.entry((ns.as_str(), labels)).or_insert_with(|| {
+                    (0..topo.groups.len())
+                        .filter(|&g| topo.groups[g].counts_pod(ns, labels))
+                        .collect()
+                });
+                for &g in groups.iter() {
                     group_totals[g] += count;
                     *bin.group_counts.entry(g).or_insert(0) += count;
                 }
             }
+            // Groups mostly share a key (the zone): its label is looked up once per node.
+            let mut label: Option<(usize, Option<&String>)> = None;
             for g in 0..topo.groups.len() {
                 let c = bin.group_count(g);
                 if c > 0 && !topo.groups[g].per_node() {
-                    if let Some(v) = n.node.labels.get(&topo.groups[g].key) {
+                    let v = match label {
+                        Some((h, v)) if topo.groups[h].key == topo.groups[g].key => v,
+                        _ => n.node.labels.get(&topo.groups[g].key),
+                    };
+                    label = Some((g, v));
+                    if let Some(v) = v {
                         topo.add(g, v, c);
                     }
                 }
@@ -283,6 +334,8 @@ impl<'a> Solver<'a> {
             relaxed: Vec::new(),
             previous_launches: &[],
             previous_names: None,
+            offer_values: std::cell::OnceCell::new(),
+            node_values: std::cell::RefCell::default(),
         };
         for b in 0..solver.bins.len() {
             solver.refresh_headroom(b);
@@ -314,9 +367,23 @@ impl<'a> Solver<'a> {
     /// The values a label-keyed domain can take for a class: from the offerings and labels of
     /// its compatible types, and from existing nodes it could use.
     fn domains(&self, ci: usize, key: &str, reqs: &Requirements) -> BTreeSet<String> {
-        let mut out = BTreeSet::new();
+        // A handful of distinct values among thousands of offerings: each value is looked for
+        // in the short list found so far before the costlier checks, and copied once at the end
+        // (a whole-cluster disruption simulation calls this per spread class and chunk).
+        let mut found: Vec<&str> = Vec::new();
         let filter = OfferingFilter::new(reqs);
-        for (p, bits) in self.compat_bits[ci].iter().enumerate() {
+        let offering_key = key == ZONE || key == CAPACITY_TYPE;
+        let wanted: Vec<&str> = if offering_key {
+            let [zones, capacity_types] = self.offer_values();
+            let all = if key == ZONE { zones } else { capacity_types };
+            all.iter()
+                .copied()
+                .filter(|v| reqs.allows(key, v))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        'pools: for (p, bits) in self.compat_bits[ci].iter().enumerate() {
             let Some(bits) = bits else { continue };
             for (t, pt) in self.pools[p].types.iter().enumerate() {
                 if !has_bit(bits, t as u32) {
@@ -324,30 +391,91 @@ impl<'a> Solver<'a> {
                 }
                 let it = &pt.instance_type;
                 if key == ZONE || key == CAPACITY_TYPE {
-                    out.extend(offering_values(it, key, &filter).map(str::to_string));
+                    for o in &it.offerings {
+                        let v = if key == ZONE {
+                            o.zone.as_str()
+                        } else {
+                            o.capacity_type.as_str()
+                        };
+                        if !found.contains(&v) && o.available && filter.allows(o) {
+                            found.push(v);
+                        }
+                    }
+                    if wanted.iter().all(|v| found.contains(v)) {
+                        break 'pools;
+                    }
                 } else if let Some(r) = it.requirements.get(key) {
                     if !r.complement {
-                        out.extend(r.values.iter().filter(|v| reqs.allows(key, v)).cloned());
+                        for v in &r.values {
+                            if !found.contains(&v.as_str()) && reqs.allows(key, v) {
+                                found.push(v);
+                            }
+                        }
                     }
                 } else if let Some(v) = self.pools[p].nodepool.template_labels.get(key) {
-                    if reqs.allows(key, v) {
-                        out.insert(v.clone());
+                    if !found.contains(&v.as_str()) && reqs.allows(key, v) {
+                        found.push(v);
                     }
                 }
             }
         }
         let tolerations = &self.classes[ci].class.scheduling.tolerations;
-        for n in &self.nodes {
-            if let Some(v) = n.node.labels.get(key) {
-                if !n.node.unschedulable
+        for (v, nodes) in self.node_values(key).iter() {
+            if found.contains(v) {
+                continue;
+            }
+            let usable = nodes.iter().map(|&i| self.nodes[i]).any(|n| {
+                !n.node.unschedulable
                     && first_untolerated(&n.node.taints, tolerations).is_none()
                     && reqs.matches_labels(&n.node.labels)
-                {
-                    out.insert(v.clone());
+            });
+            if usable {
+                found.push(v);
+            }
+        }
+        found.into_iter().map(str::to_string).collect()
+    }
+
+    /// The values the nodes' labels take for `key`, each with the nodes (by index) that carry
+    /// it, found at the first call for the key: a class then checks a node only for a value it
+    /// has not found yet, not each of thousands of nodes per spread and chunk.
+    fn node_values(&self, key: &str) -> Rc<NodeValues<'a>> {
+        let mut cache = self.node_values.borrow_mut();
+        if let Some((_, values)) = cache.iter().find(|(k, _)| k == key) {
+            return Rc::clone(values);
+        }
+        let mut values: NodeValues<'a> = Vec::new();
+        for (i, n) in self.nodes.iter().enumerate() {
+            if let Some(v) = n.node.labels.get(key) {
+                match values.iter_mut().find(|(seen, _)| *seen == v.as_str()) {
+                    Some((_, nodes)) => nodes.push(i),
+                    None => values.push((v.as_str(), vec![i])),
                 }
             }
         }
-        out
+        let values = Rc::new(values);
+        cache.push((key.to_string(), Rc::clone(&values)));
+        values
+    }
+
+    /// [`Solver::offer_values`], found at the first call.
+    fn offer_values(&self) -> &[Vec<&'a str>; 2] {
+        self.offer_values.get_or_init(|| {
+            let mut values: [Vec<&'a str>; 2] = [Vec::new(), Vec::new()];
+            let pools: &[&'a PoolTypes] = &self.pools;
+            for pool in pools {
+                for pt in &pool.types {
+                    for o in &pt.instance_type.offerings {
+                        for (found, v) in values.iter_mut().zip([&o.zone, &o.capacity_type]) {
+                            if !found.contains(&v.as_str()) {
+                                found.push(v.as_str());
+                            }
+                        }
+                    }
+                }
+            }
+            values
+        })
     }
 
     /// The domains of existing nodes whose labels `reqs` accept, cordoned and tainted ones
@@ -361,11 +489,14 @@ impl<'a> Solver<'a> {
             .iter()
             .filter(|(k, v)| k == key && reqs.allows(key, v))
             .map(|(_, v)| v.clone());
-        self.nodes
+        self.node_values(key)
             .iter()
-            .filter_map(|n| n.node.labels.get(key).map(|v| (n, v)))
-            .filter(|(n, _)| reqs.matches_labels(&n.node.labels))
-            .map(|(_, v)| v.clone())
+            .filter(|(_, nodes)| {
+                nodes
+                    .iter()
+                    .any(|&i| reqs.matches_labels(&self.nodes[i].node.labels))
+            })
+            .map(|(v, _)| v.to_string())
             .chain(elsewhere)
             .collect()
     }

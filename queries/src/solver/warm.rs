@@ -97,12 +97,12 @@ pub fn solve_warm(mut input: SolverInput<'_>, warm: Option<Warm>) -> (SolverOutp
                 nodes,
                 ..
             } = solver;
-            let mut solver = Solver::new(pools, classes, nodes, &bystanders);
+            let mut solver = Solver::new(pools, classes, nodes, &bystanders, None);
             solver.run(Some(previous));
             solver
         }
         (_, previous) => {
-            let mut solver = Solver::new(pools, classes, nodes, &bystanders);
+            let mut solver = Solver::new(pools, classes, nodes, &bystanders, None);
             solver.run(previous);
             solver
         }
@@ -142,6 +142,8 @@ impl<'a> Solver<'a> {
             relaxed: Vec::new(),
             previous_launches: previous.launches,
             previous_names: None,
+            offer_values: std::cell::OnceCell::new(),
+            node_values: std::cell::RefCell::default(),
         };
         (solver, warm.classes)
     }

@@ -26,7 +26,8 @@ pub use memo::Memo;
 pub use taken::Taken;
 use taken::{mix, removed_before, Removed};
 
-use crate::solver::{solve, ClassInput, SolverInput, SolverOutput};
+use crate::solver::topology::Group;
+use crate::solver::{solve, solve_counted, ClassInput, PodCounts, SolverInput, SolverOutput};
 use crate::types::{ClassId, Compatibility, NodeState, PodClass, PoolTypes};
 use dovetail_dataflow::decisions::Placement;
 use dovetail_dataflow::model::instance_type::OfferingFilter;
@@ -87,6 +88,10 @@ pub struct World<'a> {
     /// Per class, the cheapest launch that could hold one of its pods (see
     /// [`World::cheapest_launch_for_one`]).
     cheapest_one: RefCell<HashMap<ClassId, Option<i64>>>,
+    /// Per topology group (a hash of its namespaces and selector), how many of each node's
+    /// pods it counts, by the node's address: counted at the first whole-cluster simulation
+    /// that needs the group, then read by every other one of the evaluation.
+    pod_counts: RefCell<HashMap<u64, Rc<HashMap<usize, i64>>>>,
     memo: &'a RefCell<Memo>,
 }
 
@@ -339,6 +344,7 @@ impl<'a> World<'a> {
             chunks,
             all_destinations_hash: std::cell::OnceCell::new(),
             cheapest_one: RefCell::new(HashMap::default()),
+            pod_counts: RefCell::new(HashMap::default()),
             memo,
         }
     }
@@ -794,13 +800,16 @@ impl<'a> World<'a> {
             .copied()
             .filter(|n| !in_nodes.contains(n.node.name.as_str()))
             .collect();
-        solve(SolverInput {
-            pools: self.pools.clone(),
-            classes: class_inputs(classes),
-            nodes,
-            bystanders,
-            previous: None,
-        })
+        solve_counted(
+            SolverInput {
+                pools: self.pools.clone(),
+                classes: class_inputs(classes),
+                nodes,
+                bystanders,
+                previous: None,
+            },
+            Some(self),
+        )
     }
 
     fn solve(
@@ -833,6 +842,41 @@ impl<'a> World<'a> {
             previous: None,
         })
     }
+}
+
+impl PodCounts for World<'_> {
+    fn counts(&self, group: &Group, nodes: &[&NodeState]) -> Vec<i64> {
+        let key = stable_hash(&(&group.namespaces, &group.selector));
+        let per_node = Rc::clone(self.pod_counts.borrow_mut().entry(key).or_insert_with(|| {
+            let everywhere = self
+                .destinations
+                .iter()
+                .copied()
+                .chain(self.in_flight.iter().copied())
+                .chain(self.counted.iter());
+            Rc::new(
+                everywhere
+                    .map(|n| (n as *const NodeState as usize, pods_counted(group, n)))
+                    .collect(),
+            )
+        }));
+        nodes
+            .iter()
+            .map(|n| match per_node.get(&(*n as *const NodeState as usize)) {
+                Some(&c) => c,
+                None => pods_counted(group, n),
+            })
+            .collect()
+    }
+}
+
+/// How many of the node's pods the group counts.
+fn pods_counted(group: &Group, n: &NodeState) -> i64 {
+    n.pods
+        .iter()
+        .filter(|(ns, labels, _)| group.counts_pod(ns, labels))
+        .map(|(_, _, count)| count)
+        .sum()
 }
 
 #[cfg(test)]
