@@ -1106,6 +1106,55 @@ mod tests {
         }
     }
 
+    /// A whole-cluster run (a zone spread reads every node) reads its pod counts from the
+    /// evaluation's [`PodCounts`], made once and shared by every run of it; each run, whatever
+    /// nodes it leaves out, must be the solver's own answer counting every node's pods itself.
+    #[test]
+    fn whole_cluster_runs_with_shared_pod_counts_equal_runs_that_count() {
+        let mut classes = test_classes();
+        for spread in &mut classes[1].scheduling.topology_spread {
+            spread.topology_key = ZONE.to_string();
+        }
+        let ids: Vec<ClassId> = classes.iter().map(stable_hash).collect();
+        let compat = compat();
+        let mut rng = Rng(0x6a09_e667_f3bc_c908);
+        let mut whole_runs = 0;
+        for round in 0..10 {
+            let nodes: Vec<NodeState> = (0..200)
+                .map(|i| random_node(&mut rng, format!("node-{i:04}")))
+                .collect();
+            let memo = RefCell::new(Memo::default());
+            let world = world(&classes, &ids, &compat, &nodes, &memo);
+            for ask in 0..8 {
+                let removed_names: Vec<String> = (0..1 + rng.below(4))
+                    .map(|_| format!("node-{:04}", rng.below(200)))
+                    .collect();
+                let removed: BTreeSet<&str> = removed_names.iter().map(String::as_str).collect();
+                let own: Vec<&str> = removed.iter().copied().collect();
+                let pods: Vec<(ClassId, i64)> = ids
+                    .iter()
+                    .map(|id| (*id, 1 + rng.below(40) as i64))
+                    .collect();
+                let shared = world.simulate(&Taken::default(), &own, &pods, false);
+                let counting = whole_run(&classes, &compat, &pods, &nodes, &removed);
+                assert_eq!(
+                    outcome(&shared.placements(), shared.failures()),
+                    outcome(&counting.placements, &counting.failures),
+                    "round {round}, ask {ask}"
+                );
+            }
+            whole_runs += memo.borrow().runs.get("full").map_or(0, |r| r.0);
+            assert!(
+                !world.pod_counts.borrow().is_empty(),
+                "round {round}: no run read the shared counts"
+            );
+        }
+        assert!(
+            whole_runs >= 40,
+            "{whole_runs} whole-cluster runs test little"
+        );
+    }
+
     /// A walk kept from an earlier evaluation must give the answer a fresh run would, whatever
     /// changed since: nodes' room before, inside or after the chunks it read, nodes joining
     /// (also past the end of a walk that placed nothing) or leaving, the classes' requirements
