@@ -119,8 +119,10 @@ struct Solver<'a> {
     demand: Vec<Resources>,
     bins: Vec<Bin>,
     failures: Vec<Failure>,
-    /// Names a new launch must not take: the nodes' and their NodeClaims' (see [`executes`]).
-    taken: BTreeSet<String>,
+    /// Names a new launch must not take: the nodes' and their NodeClaims' (see [`executes`]),
+    /// gathered at the first launch that needs a name (most disruption simulations launch
+    /// nothing) unless [`SharedNodes::names`] gave them.
+    taken: Option<Rc<BTreeSet<String>>>,
     /// The names new launches took in this run.
     claimed: BTreeSet<String>,
     /// Per class: whether this run put copies in or took them out of some bin.
@@ -139,29 +141,73 @@ struct Solver<'a> {
     offer_values: std::cell::OnceCell<[Vec<&'a str>; 2]>,
     /// [`Solver::node_values`] by label key.
     node_values: RefCell<Vec<(String, Rc<NodeValues<'a>>)>>,
+    /// What the caller shares about the nodes, if it does, and each node's index in it (empty
+    /// without).
+    shared: Option<&'a dyn SharedNodes>,
+    index: Vec<Option<u32>>,
 }
 
 /// A label's values on the nodes, each with the indices of the nodes that carry it.
 type NodeValues<'a> = Vec<(&'a str, Vec<usize>)>;
 
-/// Pods on nodes that a topology group counts, kept by a caller that solves many times over
-/// the same nodes (a disruption evaluation's whole-cluster simulations): counting each node's
-/// pods against every selector again was most of such a run.
-pub trait PodCounts {
-    /// How many of each node's pods `group` counts, in the order of `nodes`.
-    fn counts(&self, group: &topology::Group, nodes: &[&NodeState]) -> Vec<i64>;
+/// What a caller that solves many times over the same nodes (a disruption evaluation's
+/// whole-cluster simulations) works out once for all its runs, by its own index of those nodes:
+/// the pods each topology group counts, the nodes' label values and their names. Working these
+/// out per run (matching every pod against every selector, looking labels up in each node's
+/// map, sorting a thousand names) was most of such a run.
+pub trait SharedNodes {
+    /// Each node's index in the caller's list, in the order of `nodes` (`None`: not in it).
+    fn index(&self, nodes: &[&NodeState]) -> Vec<Option<u32>>;
+    /// How many of each listed node's pods `group` counts, by index.
+    fn counts(&self, group: &topology::Group) -> Rc<Vec<i64>>;
+    /// Each listed node's value of label `key`, by index, as a number standing for the value
+    /// (equal numbers, equal values).
+    fn label_values(&self, key: &str) -> Rc<Vec<Option<u32>>>;
+    /// Every listed node's name and its NodeClaim's: names a new launch must not take.
+    fn names(&self) -> Rc<BTreeSet<String>>;
+    /// Whether each listed node's labels match `reqs`, by index, as far as found so far
+    /// (`None`: not yet), for the runs to fill in and share.
+    fn matches(&self, reqs: &Requirements) -> LabelMatches;
 }
+
+/// Whether each of a caller's nodes (by its index) has labels that some requirements match:
+/// `None` until a run has looked.
+pub type LabelMatches = Rc<RefCell<Vec<Option<bool>>>>;
 
 /// Runs the packing.
 pub fn solve(input: SolverInput<'_>) -> SolverOutput {
-    solve_counted(input, None)
+    solve_shared(input, None)
 }
 
-/// [`solve`], with the nodes' pods counted per topology group by `counts` when given.
-pub fn solve_counted(mut input: SolverInput<'_>, counts: Option<&dyn PodCounts>) -> SolverOutput {
-    sorted(&mut input);
+/// [`solve`], reading what `shared` has worked out about the nodes instead of working it out.
+///
+/// The caller's index must list its nodes in name order: the nodes are then put in order by it,
+/// without comparing names.
+pub fn solve_shared<'a>(
+    mut input: SolverInput<'a>,
+    shared: Option<&'a dyn SharedNodes>,
+) -> SolverOutput {
+    sort_pools_and_classes(&mut input);
+    let indexed = match shared {
+        Some(s) => {
+            let index = s.index(&input.nodes);
+            let mut pairs: Vec<_> = input.nodes.iter().copied().zip(index).collect();
+            if pairs.iter().all(|(_, at)| at.is_some()) {
+                pairs.sort_unstable_by_key(|(_, at)| *at);
+            } else {
+                pairs.sort_by(|a, b| a.0.node.name.cmp(&b.0.node.name));
+            }
+            let (nodes, index): (Vec<_>, Vec<_>) = pairs.into_iter().unzip();
+            input.nodes = nodes;
+            Some((s, index))
+        }
+        None => {
+            input.nodes.sort_by(|a, b| a.node.name.cmp(&b.node.name));
+            None
+        }
+    };
     let (pools, classes, nodes) = (input.pools, input.classes, input.nodes);
-    let mut solver = Solver::new(pools, classes, nodes, &input.bystanders, counts);
+    let mut solver = Solver::new(pools, classes, nodes, &input.bystanders, indexed);
     solver.run(input.previous);
     solver.finish(false)
 }
@@ -169,6 +215,12 @@ pub fn solve_counted(mut input: SolverInput<'_>, counts: Option<&dyn PodCounts>)
 /// Sorts the input as every run takes it: NodePools by weight, then name; classes largest first
 /// (CPU, then memory), then by id; nodes by name.
 fn sorted(input: &mut SolverInput<'_>) {
+    sort_pools_and_classes(input);
+    input.nodes.sort_by(|a, b| a.node.name.cmp(&b.node.name));
+}
+
+/// [`sorted`] without the nodes.
+fn sort_pools_and_classes(input: &mut SolverInput<'_>) {
     input.pools.sort_by(|a, b| {
         b.nodepool
             .weight
@@ -183,7 +235,6 @@ fn sorted(input: &mut SolverInput<'_>) {
             .then(rb.memory.cmp(&ra.memory))
             .then(a.id.cmp(&b.id))
     });
-    input.nodes.sort_by(|a, b| a.node.name.cmp(&b.node.name));
 }
 
 /// The zones (or capacity types, by `key`) of a type's available offerings the filter admits.
@@ -218,6 +269,49 @@ fn class_bits(pools: &[&PoolTypes], c: &ClassInput<'_>) -> Vec<Option<Vec<u64>>>
     per_pool
 }
 
+/// The values `nodes` carry for label `key`, each with the indices of the nodes that carry it,
+/// in the order first met. `known(i)` may tell node `i`'s value by a number instead (`Some(None)`:
+/// the node has no such label), so that its label map is read only for the first node of each
+/// value.
+fn node_values_of<'a>(
+    nodes: &[&'a NodeState],
+    key: &str,
+    known: impl Fn(usize) -> Option<Option<u32>>,
+) -> NodeValues<'a> {
+    let mut values: NodeValues<'a> = Vec::new();
+    // By the number standing for a value, its place in `values`.
+    let mut numbered: Vec<(u32, usize)> = Vec::new();
+    for (i, n) in nodes.iter().enumerate() {
+        let id = known(i);
+        if let Some(Some(id)) = id {
+            if let Some(&(_, at)) = numbered.iter().find(|(seen, _)| *seen == id) {
+                values[at].1.push(i);
+                continue;
+            }
+        }
+        if id == Some(None) {
+            continue;
+        }
+        let Some(v) = n.node.labels.get(key) else {
+            continue;
+        };
+        let at = match values.iter().position(|(seen, _)| *seen == v.as_str()) {
+            Some(at) => {
+                values[at].1.push(i);
+                at
+            }
+            None => {
+                values.push((v.as_str(), vec![i]));
+                values.len() - 1
+            }
+        };
+        if let Some(Some(id)) = id {
+            numbered.push((id, at));
+        }
+    }
+    values
+}
+
 fn bitset(indices: &[u32], len: usize) -> Vec<u64> {
     let mut bits = vec![0u64; len.div_ceil(64)];
     for &i in indices {
@@ -239,7 +333,7 @@ impl<'a> Solver<'a> {
         classes: Vec<ClassInput<'a>>,
         nodes: Vec<&'a NodeState>,
         bystanders: &[&'a NodeState],
-        counts: Option<&dyn PodCounts>,
+        shared: Option<(&'a dyn SharedNodes, Vec<Option<u32>>)>,
     ) -> Self {
         let compat_bits: Vec<Vec<Option<Vec<u64>>>> =
             classes.iter().map(|c| class_bits(&pools, c)).collect();
@@ -253,17 +347,18 @@ impl<'a> Solver<'a> {
         }
         let mut group_totals = vec![0i64; topo.groups.len()];
         let mut bins = Vec::with_capacity(nodes.len());
-        let mut taken = BTreeSet::new();
+        let (shared, index) = match shared {
+            Some((s, index)) => (Some(s), Some(index)),
+            None => (None, None),
+        };
         // The groups that count a pod, by its namespace and labels: a cluster's nodes share a
         // few label sets, and matching each pod entry against every selector was most of a
         // whole-cluster disruption simulation.
         let mut pod_groups: rustc_hash::FxHashMap<(&str, &BTreeMap<String, String>), Vec<usize>> =
             rustc_hash::FxHashMap::default();
-        let counted: Option<Vec<Vec<i64>>> =
-            counts.map(|c| topo.groups.iter().map(|g| c.counts(g, &nodes)).collect());
+        let counted: Option<Vec<Rc<Vec<i64>>>> =
+            shared.map(|s| topo.groups.iter().map(|g| s.counts(g)).collect());
         for (i, n) in nodes.iter().enumerate() {
-            taken.insert(n.node.name.clone());
-            taken.extend(n.node.nodeclaim.clone());
             let mut bin = Bin {
                 kind: BinKind::Existing { node: i },
                 origin: None,
@@ -275,43 +370,63 @@ impl<'a> Solver<'a> {
                 group_counts: BTreeMap::new(),
                 anti_groups: BTreeSet::new(),
             };
-            if let Some(counted) = &counted {
-                for (g, per_node) in counted.iter().enumerate() {
-                    let count = per_node.get(i).copied().unwrap_or(0);
-                    if count != 0 {
-                        group_totals[g] += count;
-                        *bin.group_counts.entry(g).or_insert(0) += count;
+            let at = index.as_ref().and_then(|idx| idx[i]);
+            match (&counted, at) {
+                (Some(counted), Some(at)) => {
+                    for (g, per_node) in counted.iter().enumerate() {
+                        let count = per_node.get(at as usize).copied().unwrap_or(0);
+                        if count != 0 {
+                            group_totals[g] += count;
+                            *bin.group_counts.entry(g).or_insert(0) += count;
+                        }
                     }
                 }
-            }
-            let uncounted = counted.is_none() && !topo.groups.is_empty();
-            for (ns, labels, count) in n.pods.iter().filter(|_| uncounted) {
-                let groups = pod_groups.entry((ns.as_str(), labels)).or_insert_with(|| {
-                    (0..topo.groups.len())
-                        .filter(|&g| topo.groups[g].counts_pod(ns, labels))
-                        .collect()
-                });
-                for &g in groups.iter() {
-                    group_totals[g] += count;
-                    *bin.group_counts.entry(g).or_insert(0) += count;
-                }
-            }
-            // Groups mostly share a key (the zone): its label is looked up once per node.
-            let mut label: Option<(usize, Option<&String>)> = None;
-            for g in 0..topo.groups.len() {
-                let c = bin.group_count(g);
-                if c > 0 && !topo.groups[g].per_node() {
-                    let v = match label {
-                        Some((h, v)) if topo.groups[h].key == topo.groups[g].key => v,
-                        _ => n.node.labels.get(&topo.groups[g].key),
-                    };
-                    label = Some((g, v));
-                    if let Some(v) = v {
-                        topo.add(g, v, c);
+                _ if topo.groups.is_empty() => {}
+                _ => {
+                    for (ns, labels, count) in &n.pods {
+                        let groups = pod_groups.entry((ns.as_str(), labels)).or_insert_with(|| {
+                            (0..topo.groups.len())
+                                .filter(|&g| topo.groups[g].counts_pod(ns, labels))
+                                .collect()
+                        });
+                        for &g in groups.iter() {
+                            group_totals[g] += count;
+                            *bin.group_counts.entry(g).or_insert(0) += count;
+                        }
                     }
                 }
             }
             bins.push(bin);
+        }
+        // Zone-like groups count their pods per value of their key: the nodes are visited value
+        // by value (found once per key, from `shared` when given), each group's count summed
+        // before it is added.
+        let mut node_values: Vec<(String, Rc<NodeValues<'a>>)> = Vec::new();
+        for g in 0..topo.groups.len() {
+            let key = topo.groups[g].key.clone();
+            if topo.groups[g].per_node() {
+                continue;
+            }
+            let values = match node_values.iter().find(|(k, _)| *k == key) {
+                Some((_, values)) => Rc::clone(values),
+                None => {
+                    let ids = shared.map(|s| s.label_values(&key));
+                    let at = |i: usize| {
+                        let at = index.as_ref().and_then(|idx| idx[i])?;
+                        ids.as_ref()
+                            .map(|ids| ids.get(at as usize).copied().flatten())
+                    };
+                    let values = Rc::new(node_values_of(&nodes, &key, at));
+                    node_values.push((key, Rc::clone(&values)));
+                    values
+                }
+            };
+            for (v, on) in values.iter() {
+                let sum: i64 = on.iter().map(|&i| bins[i].group_count(g)).sum();
+                if sum != 0 {
+                    topo.add(g, v, sum);
+                }
+            }
         }
         let limits = node_limits(&pools, &nodes, bystanders);
         let demand = pending_demand(&pools, &classes, &compat_bits);
@@ -328,14 +443,16 @@ impl<'a> Solver<'a> {
             limits,
             bins,
             failures: Vec::new(),
-            taken,
+            taken: shared.map(|s| s.names()),
+            shared,
+            index: index.unwrap_or_default(),
             claimed: BTreeSet::new(),
             touched,
             relaxed: Vec::new(),
             previous_launches: &[],
             previous_names: None,
             offer_values: std::cell::OnceCell::new(),
-            node_values: std::cell::RefCell::default(),
+            node_values: RefCell::new(node_values),
         };
         for b in 0..solver.bins.len() {
             solver.refresh_headroom(b);
@@ -444,16 +561,7 @@ impl<'a> Solver<'a> {
         if let Some((_, values)) = cache.iter().find(|(k, _)| k == key) {
             return Rc::clone(values);
         }
-        let mut values: NodeValues<'a> = Vec::new();
-        for (i, n) in self.nodes.iter().enumerate() {
-            if let Some(v) = n.node.labels.get(key) {
-                match values.iter_mut().find(|(seen, _)| *seen == v.as_str()) {
-                    Some((_, nodes)) => nodes.push(i),
-                    None => values.push((v.as_str(), vec![i])),
-                }
-            }
-        }
-        let values = Rc::new(values);
+        let values = Rc::new(node_values_of(&self.nodes, key, |_| None));
         cache.push((key.to_string(), Rc::clone(&values)));
         values
     }
@@ -785,6 +893,7 @@ impl<'a> Solver<'a> {
     fn place_chunk(&mut self, ci: usize, reqs: &Requirements, n: i64) -> i64 {
         let mut left = n;
         let req = self.classes[ci].class.scheduling.requests.clone();
+        let matches = self.shared.map(|s| s.matches(reqs));
         for b in 0..self.bins.len() {
             if left == 0 {
                 return 0;
@@ -793,7 +902,7 @@ impl<'a> Solver<'a> {
             if req.cpu > bin.headroom.0 || req.memory > bin.headroom.1 {
                 continue;
             }
-            if let Some(fit) = self.fit(b, ci, reqs, left, false) {
+            if let Some(fit) = self.fit(b, ci, reqs, left, false, matches.as_ref()) {
                 left -= fit.copies;
                 self.commit(b, ci, fit);
             }
@@ -843,6 +952,29 @@ impl<'a> Solver<'a> {
         cap.max(0)
     }
 
+    /// Whether node `node`'s labels match `reqs`, read from `matches` (the same requirements'
+    /// answers the caller shares) when the node has an index there, and written to it.
+    fn labels_match(
+        &self,
+        node: usize,
+        reqs: &Requirements,
+        matches: Option<&LabelMatches>,
+    ) -> bool {
+        let labels = &self.nodes[node].node.labels;
+        let (Some(matches), Some(Some(at))) = (matches, self.index.get(node)) else {
+            return reqs.matches_labels(labels);
+        };
+        let at = *at as usize;
+        if let Some(Some(known)) = matches.borrow().get(at) {
+            return *known;
+        }
+        let answer = reqs.matches_labels(labels);
+        if let Some(slot) = matches.borrow_mut().get_mut(at) {
+            *slot = Some(answer);
+        }
+        answer
+    }
+
     /// How many copies of the class bin `b` takes and what it becomes. A bin being opened
     /// (`opening`) takes the number of copies with the lowest price per copy rather than the
     /// most copies the largest type could hold: FFD's habit of filling the first NodeClaim to
@@ -854,6 +986,7 @@ impl<'a> Solver<'a> {
         reqs: &Requirements,
         left: i64,
         opening: bool,
+        matches: Option<&LabelMatches>,
     ) -> Option<Fit> {
         let bin = &self.bins[b];
         let cap = self.node_topology_cap(bin, ci, left);
@@ -867,7 +1000,7 @@ impl<'a> Solver<'a> {
                 let n = &self.nodes[*node].node;
                 if n.unschedulable
                     || first_untolerated(&n.taints, &class.class.scheduling.tolerations).is_some()
-                    || !reqs.matches_labels(&n.labels)
+                    || !self.labels_match(*node, reqs, matches)
                 {
                     return None;
                 }
@@ -1179,7 +1312,7 @@ impl<'a> Solver<'a> {
             self.bins
                 .push(Bin::planned(p, candidates.into(), Arc::new(requirements)));
             let b = self.bins.len() - 1;
-            match self.fit(b, ci, reqs, left, true) {
+            match self.fit(b, ci, reqs, left, true, None) {
                 Some(fit) => {
                     let copies = fit.copies;
                     self.commit(b, ci, fit);
@@ -1222,12 +1355,23 @@ impl<'a> Solver<'a> {
         let previous_names = self
             .previous_names
             .get_or_insert_with(|| previous.iter().map(|p| p.launch.name.as_str()).collect());
+        let nodes = &self.nodes;
+        let taken: &BTreeSet<String> = self.taken.get_or_insert_with(|| {
+            Rc::new(
+                nodes
+                    .iter()
+                    .flat_map(|n| std::iter::once(&n.node.name).chain(&n.node.nodeclaim))
+                    .cloned()
+                    .collect(),
+            )
+        });
         let executed_by = |set: &BTreeSet<String>, n: &str| {
             set.range(format!("{n}-")..)
                 .take_while(|t| t.starts_with(n))
                 .any(|t| executes(t, n))
         };
-        let free = |taken: &BTreeSet<String>, claimed: &BTreeSet<String>, n: &str| {
+        let claimed = &self.claimed;
+        let free = |n: &str| {
             !taken.contains(n)
                 && !claimed.contains(n)
                 && !previous_names.contains(n)
@@ -1236,7 +1380,7 @@ impl<'a> Solver<'a> {
         };
         let mut candidate = name.clone();
         let mut salt = 1u32;
-        while !free(&self.taken, &self.claimed, &candidate) {
+        while !free(&candidate) {
             let (prefix, _) = name.rsplit_once('-').unwrap_or((name.as_str(), ""));
             candidate = format!(
                 "{prefix}-{:010x}",

@@ -21,6 +21,7 @@ use crate::types::{ClassId, NodeState, PoolTypes};
 use dovetail_dataflow::model::Resources;
 use rustc_hash::FxHashMap;
 use std::collections::BTreeSet;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Runs carried on since the process started (see [`carried_on_runs`]).
@@ -47,7 +48,7 @@ pub struct Warm {
     class_topo: Vec<ClassTopology>,
     group_totals: Vec<i64>,
     bins: Vec<Bin>,
-    taken: BTreeSet<String>,
+    taken: Option<Rc<BTreeSet<String>>>,
 }
 
 impl Warm {
@@ -144,6 +145,8 @@ impl<'a> Solver<'a> {
             previous_names: None,
             offer_values: std::cell::OnceCell::new(),
             node_values: std::cell::RefCell::default(),
+            shared: None,
+            index: Vec::new(),
         };
         (solver, warm.classes)
     }

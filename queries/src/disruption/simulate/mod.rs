@@ -27,12 +27,14 @@ pub use taken::Taken;
 use taken::{mix, removed_before, Removed};
 
 use crate::solver::topology::Group;
-use crate::solver::{solve, solve_counted, ClassInput, PodCounts, SolverInput, SolverOutput};
+use crate::solver::{
+    solve, solve_shared, ClassInput, LabelMatches, SharedNodes, SolverInput, SolverOutput,
+};
 use crate::types::{ClassId, Compatibility, NodeState, PodClass, PoolTypes};
 use dovetail_dataflow::decisions::Placement;
 use dovetail_dataflow::model::instance_type::OfferingFilter;
 use dovetail_dataflow::model::labels::HOSTNAME;
-use dovetail_dataflow::model::{Resources, WhenUnsatisfiable};
+use dovetail_dataflow::model::{Requirements, Resources, WhenUnsatisfiable};
 use dovetail_dataflow::stable_hash::stable_hash;
 use rustc_hash::FxHashMap as HashMap;
 use std::cell::RefCell;
@@ -88,10 +90,9 @@ pub struct World<'a> {
     /// Per class, the cheapest launch that could hold one of its pods (see
     /// [`World::cheapest_launch_for_one`]).
     cheapest_one: RefCell<HashMap<ClassId, Option<i64>>>,
-    /// Per topology group (a hash of its namespaces and selector), how many of each node's
-    /// pods it counts, by the node's address: counted at the first whole-cluster simulation
-    /// that needs the group, then read by every other one of the evaluation.
-    pod_counts: RefCell<HashMap<u64, Rc<HashMap<usize, i64>>>>,
+    /// What whole-cluster simulations share about the nodes they read ([`SharedNodes`]), worked
+    /// out at the first one of an evaluation that needs it.
+    shared: Shared,
     memo: &'a RefCell<Memo>,
 }
 
@@ -344,7 +345,7 @@ impl<'a> World<'a> {
             chunks,
             all_destinations_hash: std::cell::OnceCell::new(),
             cheapest_one: RefCell::new(HashMap::default()),
-            pod_counts: RefCell::new(HashMap::default()),
+            shared: Shared::default(),
             memo,
         }
     }
@@ -491,10 +492,9 @@ impl<'a> World<'a> {
                 self.pools_hash,
                 self.in_flight_hash,
             ));
-            let existing = self
-                .memo
-                .borrow_mut()
-                .get_or("full", key, || self.solve_whole(&classes, &useful));
+            let existing = Memo::get_or(self.memo, "full", key, || {
+                self.solve_whole(&classes, &useful)
+            });
             let uninitialized = existing
                 .placements
                 .iter()
@@ -546,10 +546,9 @@ impl<'a> World<'a> {
             &self.class_key(&rest),
             self.pools_hash,
         ));
-        let new = self
-            .memo
-            .borrow_mut()
-            .get_or("new", key, || self.solve(&rest, &[], true, &removed));
+        let new = Memo::get_or(self.memo, "new", key, || {
+            self.solve(&rest, &[], true, &removed)
+        });
         Simulation {
             existing,
             new: Some(new),
@@ -609,7 +608,7 @@ impl<'a> World<'a> {
             // Fingerprints include the node's name: they name the chunk's nodes and state.
             let fingerprints: Vec<u64> = members.iter().map(|&i| self.fingerprints[i]).collect();
             let key = stable_hash(&("existing", &self.existing_key(&left), &fingerprints));
-            let out = self.memo.borrow_mut().get_or("existing", key, || {
+            let out = Memo::get_or(self.memo, "existing", key, || {
                 self.solve(&left, &members, false, removed)
             });
             append_placements(&mut placements, &mut next_order, &out.placements);
@@ -631,16 +630,14 @@ impl<'a> World<'a> {
         let failures = match &last {
             Some(out) => out.failures.clone(),
             // No existing node could take any of them: the solver's own failures for that.
-            None => self
-                .memo
-                .borrow_mut()
-                .get_or(
-                    "existing",
-                    stable_hash(&("none", &self.existing_key(&left))),
-                    || self.solve(&left, &[], false, removed),
-                )
-                .failures
-                .clone(),
+            None => Memo::get_or(
+                self.memo,
+                "existing",
+                stable_hash(&("none", &self.existing_key(&left))),
+                || self.solve(&left, &[], false, removed),
+            )
+            .failures
+            .clone(),
         };
         let out = Rc::new(SolverOutput {
             launches: Vec::new(),
@@ -744,7 +741,7 @@ impl<'a> World<'a> {
         }
         // No NodePool is open, so the run reads what an existing-node run reads of each class.
         let key = stable_hash(&("in-flight", &self.existing_key(rest), self.in_flight_hash));
-        let out = self.memo.borrow_mut().get_or("in-flight", key, || {
+        let out = Memo::get_or(self.memo, "in-flight", key, || {
             solve(SolverInput {
                 pools: Vec::new(),
                 classes: class_inputs(rest),
@@ -800,7 +797,7 @@ impl<'a> World<'a> {
             .copied()
             .filter(|n| !in_nodes.contains(n.node.name.as_str()))
             .collect();
-        solve_counted(
+        solve_shared(
             SolverInput {
                 pools: self.pools.clone(),
                 classes: class_inputs(classes),
@@ -844,29 +841,154 @@ impl<'a> World<'a> {
     }
 }
 
-impl PodCounts for World<'_> {
-    fn counts(&self, group: &Group, nodes: &[&NodeState]) -> Vec<i64> {
-        let key = stable_hash(&(&group.namespaces, &group.selector));
-        let per_node = Rc::clone(self.pod_counts.borrow_mut().entry(key).or_insert_with(|| {
-            let everywhere = self
-                .destinations
-                .iter()
-                .copied()
-                .chain(self.in_flight.iter().copied())
-                .chain(self.counted.iter());
-            Rc::new(
-                everywhere
-                    .map(|n| (n as *const NodeState as usize, pods_counted(group, n)))
-                    .collect(),
-            )
-        }));
+/// Each node's value of a label, numbered (see [`SharedNodes::label_values`]).
+type LabelValues = Rc<Vec<Option<u32>>>;
+
+/// The nodes a whole-cluster simulation reads — the destinations, the in-flight NodeClaims and
+/// the counted nodes — indexed in name order once per evaluation (see [`SharedNodes`]).
+#[derive(Default)]
+struct Shared {
+    /// The nodes in name order, as positions in the list of destinations, then in-flight
+    /// NodeClaims, then counted nodes.
+    order: std::cell::OnceCell<Vec<u32>>,
+    /// Each node's index (its place in name order), by its address.
+    index: std::cell::OnceCell<HashMap<usize, u32>>,
+    /// By topology group (a hash of its namespaces and selector): how many of each node's pods
+    /// it counts.
+    counts: RefCell<HashMap<u64, Rc<Vec<i64>>>>,
+    /// By label key: each node's value, numbered in the order first met.
+    labels: RefCell<Vec<(String, LabelValues)>>,
+    names: std::cell::OnceCell<Rc<BTreeSet<String>>>,
+    /// By a hash of the requirements: which nodes' labels they match.
+    matches: RefCell<HashMap<u64, LabelMatches>>,
+}
+
+impl World<'_> {
+    /// The nodes [`Shared`] indexes, in name order, each with its fingerprint if it is a
+    /// destination.
+    fn everywhere(&self) -> Vec<(&NodeState, Option<u64>)> {
+        let listed: Vec<(&NodeState, Option<u64>)> = self
+            .destinations
+            .iter()
+            .copied()
+            .zip(self.fingerprints.iter().copied().map(Some))
+            .chain(self.in_flight.iter().map(|n| (*n, None)))
+            .chain(self.counted.iter().map(|n| (n, None)))
+            .collect();
+        let order = self.shared.order.get_or_init(|| {
+            // The destinations come in name order and the others are few: a stable sort finds
+            // the runs and merges them.
+            let mut order: Vec<u32> = (0..listed.len() as u32).collect();
+            order.sort_by(|&a, &b| {
+                listed[a as usize]
+                    .0
+                    .node
+                    .name
+                    .cmp(&listed[b as usize].0.node.name)
+            });
+            order
+        });
+        order.iter().map(|&i| listed[i as usize]).collect()
+    }
+}
+
+impl SharedNodes for World<'_> {
+    fn index(&self, nodes: &[&NodeState]) -> Vec<Option<u32>> {
+        let index = self.shared.index.get_or_init(|| {
+            self.everywhere()
+                .into_iter()
+                .enumerate()
+                .map(|(i, (n, _))| (n as *const NodeState as usize, i as u32))
+                .collect()
+        });
         nodes
             .iter()
-            .map(|n| match per_node.get(&(*n as *const NodeState as usize)) {
-                Some(&c) => c,
-                None => pods_counted(group, n),
-            })
+            .map(|n| index.get(&(*n as *const NodeState as usize)).copied())
             .collect()
+    }
+
+    /// Read from what the last evaluation counted for the nodes whose fingerprints are
+    /// unchanged.
+    fn counts(&self, group: &Group) -> Rc<Vec<i64>> {
+        let key = stable_hash(&(&group.namespaces, &group.selector));
+        let mut counts = self.shared.counts.borrow_mut();
+        Rc::clone(counts.entry(key).or_insert_with(|| {
+            let mut memo = self.memo.borrow_mut();
+            let evaluation = memo.evaluation;
+            let kept = memo.group_counts.entry(key).or_default();
+            let last = std::mem::take(&mut kept.1);
+            kept.0 = evaluation;
+            let per_node = self
+                .everywhere()
+                .into_iter()
+                .map(|(n, fingerprint)| match fingerprint {
+                    Some(f) => {
+                        let count = last
+                            .get(&f)
+                            .copied()
+                            .unwrap_or_else(|| pods_counted(group, n));
+                        kept.1.insert(f, count);
+                        count
+                    }
+                    None => pods_counted(group, n),
+                })
+                .collect();
+            Rc::new(per_node)
+        }))
+    }
+
+    fn label_values(&self, key: &str) -> LabelValues {
+        let mut labels = self.shared.labels.borrow_mut();
+        if let Some((_, ids)) = labels.iter().find(|(k, _)| k == key) {
+            return Rc::clone(ids);
+        }
+        let mut seen: Vec<&str> = Vec::new();
+        let ids: Vec<Option<u32>> = self
+            .everywhere()
+            .into_iter()
+            .map(|(n, _)| {
+                let v = n.node.labels.get(key)?;
+                let id = match seen.iter().position(|s| *s == v.as_str()) {
+                    Some(id) => id,
+                    None => {
+                        seen.push(v.as_str());
+                        seen.len() - 1
+                    }
+                };
+                Some(id as u32)
+            })
+            .collect();
+        let ids = Rc::new(ids);
+        labels.push((key.to_string(), Rc::clone(&ids)));
+        ids
+    }
+
+    /// Every node of the evaluation's, the nodes a simulation takes away included: a launch
+    /// replacing a node does not take its name either.
+    fn names(&self) -> Rc<BTreeSet<String>> {
+        Rc::clone(self.shared.names.get_or_init(|| {
+            Rc::new(
+                self.everywhere()
+                    .into_iter()
+                    .map(|(n, _)| n)
+                    .chain(self.others.iter().copied())
+                    .flat_map(|n| std::iter::once(&n.node.name).chain(&n.node.nodeclaim))
+                    .cloned()
+                    .collect(),
+            )
+        }))
+    }
+
+    fn matches(&self, reqs: &Requirements) -> LabelMatches {
+        let key = stable_hash(reqs);
+        let len = self.destinations.len() + self.in_flight.len() + self.counted.len();
+        Rc::clone(
+            self.shared
+                .matches
+                .borrow_mut()
+                .entry(key)
+                .or_insert_with(|| Rc::new(RefCell::new(vec![None; len]))),
+        )
     }
 }
 
@@ -1106,11 +1228,12 @@ mod tests {
         }
     }
 
-    /// A whole-cluster run (a zone spread reads every node) reads its pod counts from the
-    /// evaluation's [`PodCounts`], made once and shared by every run of it; each run, whatever
-    /// nodes it leaves out, must be the solver's own answer counting every node's pods itself.
+    /// A whole-cluster run (a zone spread reads every node) reads its pod counts, the nodes'
+    /// zones and names from what the evaluation shares ([`SharedNodes`]), made once for every
+    /// run of it; each run, whatever nodes it leaves out, must be the solver's own answer
+    /// working all of that out itself.
     #[test]
-    fn whole_cluster_runs_with_shared_pod_counts_equal_runs_that_count() {
+    fn whole_cluster_runs_sharing_node_facts_equal_runs_that_work_them_out() {
         let mut classes = test_classes();
         for spread in &mut classes[1].scheduling.topology_spread {
             spread.topology_key = ZONE.to_string();
@@ -1145,8 +1268,9 @@ mod tests {
             }
             whole_runs += memo.borrow().runs.get("full").map_or(0, |r| r.0);
             assert!(
-                !world.pod_counts.borrow().is_empty(),
-                "round {round}: no run read the shared counts"
+                !world.shared.counts.borrow().is_empty()
+                    && !world.shared.labels.borrow().is_empty(),
+                "round {round}: no run read the shared counts and zones"
             );
         }
         assert!(
