@@ -10,7 +10,7 @@ use crate::types::NodeState;
 use differential_dataflow::VecCollection;
 use dovetail_dataflow::engine::Epoch;
 use dovetail_dataflow::model::taints::first_untolerated;
-use dovetail_dataflow::model::{DaemonSet, Node, Pod, Resources};
+use dovetail_dataflow::model::{DaemonSet, Node, Resources, SharedPod};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -36,7 +36,7 @@ fn daemon_runs_on(d: &DaemonSet, node: &Node) -> bool {
 
 pub fn node_usage<'s>(
     nodes: VecCollection<'s, Epoch, Node>,
-    pods: VecCollection<'s, Epoch, Pod>,
+    pods: VecCollection<'s, Epoch, SharedPod>,
     daemonsets: VecCollection<'s, Epoch, DaemonSet>,
 ) -> VecCollection<'s, Epoch, (String, NodeState)> {
     let bound = pods.flat_map(|p| {
@@ -47,7 +47,12 @@ pub fn node_usage<'s>(
         p.node_name.clone().map(|n| {
             (
                 n,
-                Part::Pod(p.namespace, p.labels, p.scheduling.requests, daemon),
+                Part::Pod(
+                    p.namespace.clone(),
+                    p.labels.clone(),
+                    p.scheduling.requests.clone(),
+                    daemon,
+                ),
             )
         })
     });

@@ -21,7 +21,7 @@ pub use nodepool::{
     Budget, CapacityReservation, ConsolidationPolicy, Disruption, EC2NodeClass, NodeClassStatus,
     NodeOverlay, NodePool,
 };
-pub use pod::{Pod, PodAffinityTerm, PodScheduling, TopologySpread, WhenUnsatisfiable};
+pub use pod::{Pod, PodAffinityTerm, PodScheduling, SharedPod, TopologySpread, WhenUnsatisfiable};
 pub use quantity::{parse_quantity, Milli};
 pub use requirements::{Operator, Requirement, Requirements};
 pub use resources::Resources;

@@ -26,13 +26,13 @@ use differential_dataflow::VecCollection;
 use dovetail_dataflow::decisions::{Decision, Placement};
 use dovetail_dataflow::engine::Epoch;
 use dovetail_dataflow::facts::{Interruption, Minute};
-use dovetail_dataflow::model::{EC2NodeClass, Node, NodePool, Pod, PodDisruptionBudget};
+use dovetail_dataflow::model::{EC2NodeClass, Node, NodePool, PodDisruptionBudget, SharedPod};
 use dovetail_dataflow::stable_hash::stable_hash;
 use drift::DriftOut;
 
 /// Everything disruption reads, as the provisioning half has already split and derived it.
 pub struct Inputs<'s> {
-    pub pods: VecCollection<'s, Epoch, Pod>,
+    pub pods: VecCollection<'s, Epoch, SharedPod>,
     pub nodes: VecCollection<'s, Epoch, Node>,
     pub nodepools: VecCollection<'s, Epoch, NodePool>,
     pub nodeclasses: VecCollection<'s, Epoch, EC2NodeClass>,

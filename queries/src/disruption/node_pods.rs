@@ -15,7 +15,7 @@ use dovetail_dataflow::disruption_reasons::Blocker;
 use dovetail_dataflow::engine::Epoch;
 use dovetail_dataflow::model::duration::parse_duration;
 use dovetail_dataflow::model::labels::DO_NOT_DISRUPT;
-use dovetail_dataflow::model::Pod;
+use dovetail_dataflow::model::{Pod, SharedPod};
 use dovetail_dataflow::temporal::during;
 
 const DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
@@ -36,7 +36,7 @@ pub fn eviction_cost(p: &Pod) -> i64 {
 
 /// Movable pods by node.
 pub fn movable_pods<'s>(
-    pods: VecCollection<'s, Epoch, Pod>,
+    pods: VecCollection<'s, Epoch, SharedPod>,
 ) -> VecCollection<'s, Epoch, (String, MovablePod)> {
     pods.flat_map(|p| {
         let node = p.node_name.clone()?;
@@ -45,7 +45,7 @@ pub fn movable_pods<'s>(
         }
         let eviction_cost = eviction_cost(&p);
         let key = p.key();
-        let (class, _) = class_of(p);
+        let (class, _) = class_of(&p);
         Some((
             node,
             MovablePod {
@@ -71,7 +71,7 @@ fn do_not_disrupt(p: &Pod) -> Option<(i64, Option<i64>)> {
 
 /// Pods that block graceful disruption of their node now: (node, why).
 pub fn pod_blockers<'s>(
-    pods: VecCollection<'s, Epoch, Pod>,
+    pods: VecCollection<'s, Epoch, SharedPod>,
 ) -> VecCollection<'s, Epoch, (String, Blocker)> {
     let annotated = pods.flat_map(|p| {
         let node = p.node_name.clone()?;

@@ -11,7 +11,7 @@
 use differential_dataflow::VecCollection;
 use dovetail_dataflow::disruption_reasons::Blocker;
 use dovetail_dataflow::engine::Epoch;
-use dovetail_dataflow::model::{Pod, PodDisruptionBudget};
+use dovetail_dataflow::model::{PodDisruptionBudget, SharedPod};
 
 /// `"3"` or `"50%"` of `total`, rounded up; `None` when malformed.
 pub fn scaled(value: &str, total: i64) -> Option<i64> {
@@ -42,12 +42,13 @@ pub fn allowed_disruptions(pdb: &PodDisruptionBudget, healthy: i64, total: i64) 
 }
 
 pub fn pdb_blockers<'s>(
-    pods: VecCollection<'s, Epoch, Pod>,
+    pods: VecCollection<'s, Epoch, SharedPod>,
     pdbs: VecCollection<'s, Epoch, PodDisruptionBudget>,
 ) -> VecCollection<'s, Epoch, (String, Blocker)> {
-    let pods = pods
-        .filter(|p| !p.is_daemon)
-        .map(|p| (p.namespace.clone(), (p.key(), p.labels, p.node_name)));
+    let pods = pods.filter(|p| !p.is_daemon).map(|p| {
+        let labels = p.labels.clone();
+        (p.namespace.clone(), (p.key(), labels, p.node_name.clone()))
+    });
     let selected = pdbs
         .map(|b| (b.namespace.clone(), b))
         .join_map(pods, |_, pdb, (key, labels, node)| {
