@@ -170,6 +170,7 @@ fn two_processes_plan_what_one_plans() {
 const TIMING: &[&str] = &[
     "wall_seconds",
     "engine_update_micros",
+    "engine_decision_diffs",
     "peak_rss_bytes",
     "engine_epochs",
     "disruption_polls_skipped",

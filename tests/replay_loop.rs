@@ -123,6 +123,12 @@ fn same_trace_and_seed_same_result() {
     assert_eq!(strip(&a), strip(&b));
     assert_eq!(a.instances, b.instances);
     assert!(a.summary.nodes_launched > 10, "{:?}", a.summary);
+    // Every launch is a decision added in some epoch.
+    let diffs = &a.summary.engine_decision_diffs;
+    assert!(
+        diffs.count > 0 && diffs.max > 0,
+        "decision diffs per epoch not counted: {diffs:?}"
+    );
 }
 
 /// Three pods 400 ms apart: without a window each is planned as it arrives, and the first

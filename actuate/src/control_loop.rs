@@ -29,6 +29,7 @@ pub struct ControlLoop {
     advances: u64,
     last_advance_ms: i64,
     latency_micros: Histogram<u64>,
+    decision_diffs: Histogram<u64>,
 }
 
 /// An auto-resizing histogram with three significant figures.
@@ -54,6 +55,7 @@ impl ControlLoop {
             advances: 0,
             last_advance_ms: 0,
             latency_micros: histogram(),
+            decision_diffs: histogram(),
         })
     }
 
@@ -170,6 +172,12 @@ impl ControlLoop {
         &self.latency_micros
     }
 
+    /// Decision diffs (each decision added or retracted) per [`ControlLoop::advance`]: what a
+    /// change costs downstream, as issue 20 counts it.
+    pub fn decision_diffs(&self) -> &Histogram<u64> {
+        &self.decision_diffs
+    }
+
     /// Closes the epoch at `now` with what changed and returns the decisions' diffs. Timers
     /// due before `now` fire first, on the clock they were set for; later epochs at the same
     /// instant take the next milliseconds.
@@ -201,6 +209,7 @@ impl ControlLoop {
         };
         let micros = started.elapsed().as_micros() as u64;
         let _ = self.latency_micros.record(micros.max(1));
+        let _ = self.decision_diffs.record(diffs.len() as u64);
         self.last_advance_ms = now;
         Ok(diffs)
     }

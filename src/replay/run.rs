@@ -358,6 +358,7 @@ fn summarise(
         engine_epochs: w.control.advances(),
         disruption_polls_skipped: 0,
         engine_update_micros: Percentiles::of(w.control.latency_micros()),
+        engine_decision_diffs: Percentiles::of(w.control.decision_diffs()),
         peak_rss_bytes: super::summary::peak_rss_bytes(),
         notes,
     }

@@ -112,6 +112,8 @@ pub struct ReplaySummary {
     /// arithmetic").
     pub disruption_polls_skipped: u64,
     pub engine_update_micros: Percentiles,
+    /// Decisions added or retracted per epoch closed.
+    pub engine_decision_diffs: Percentiles,
     /// The process's peak resident set at the end (Linux `VmHWM`; `None` elsewhere).
     pub peak_rss_bytes: Option<u64>,
     pub notes: Vec<String>,

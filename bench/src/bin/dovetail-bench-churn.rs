@@ -80,12 +80,14 @@ fn main() -> Result<()> {
         }
         let s: Value = serde_json::from_slice(&out.stdout).context("the replay's JSON")?;
         let u = &s["engine_update_micros"];
+        let d = &s["engine_decision_diffs"];
         let ms = |v: &Value| v.as_f64().unwrap_or(f64::NAN) / 1000.0;
         let row = json!({
             "pods": pods,
             "changes": stats.created_later + stats.deleted,
             "epochs": s["engine_epochs"],
             "update_ms": {"p50": ms(&u["p50"]), "p99": ms(&u["p99"]), "max": ms(&u["max"])},
+            "decision_diffs": {"p50": d["p50"], "p99": d["p99"], "max": d["max"]},
             "wall_s": started.elapsed().as_secs_f64(),
             "peak_rss_gib": s["peak_rss_bytes"].as_f64().map(|b| b / (1u64 << 30) as f64),
             "peak_nodes": s["peak_nodes"],
@@ -97,17 +99,19 @@ fn main() -> Result<()> {
     }
     let results = args.out.join("results.json");
     std::fs::write(&results, serde_json::to_string_pretty(&rows)?)?;
-    println!("| pods at start | changes | epochs | update p50 | p99 | max | wall | peak RSS | peak nodes |");
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("| pods at start | changes | epochs | update p50 | p99 | max | decision diffs p99 | max | wall | peak RSS | peak nodes |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for r in &rows {
         println!(
-            "| {} | {} | {} | {:.1} ms | {:.1} ms | {:.0} ms | {:.0} s | {} | {} |",
+            "| {} | {} | {} | {:.1} ms | {:.1} ms | {:.0} ms | {} | {} | {:.0} s | {} | {} |",
             r["pods"],
             r["changes"],
             r["epochs"],
             r["update_ms"]["p50"].as_f64().unwrap_or(f64::NAN),
             r["update_ms"]["p99"].as_f64().unwrap_or(f64::NAN),
             r["update_ms"]["max"].as_f64().unwrap_or(f64::NAN),
+            r["decision_diffs"]["p99"],
+            r["decision_diffs"]["max"],
             r["wall_s"].as_f64().unwrap_or(f64::NAN),
             r["peak_rss_gib"]
                 .as_f64()
