@@ -162,13 +162,17 @@ pub trait SharedNodes {
     fn counts(&self, group: &topology::Group) -> Rc<Vec<i64>>;
     /// Each listed node's value of label `key`, by index, as a number standing for the value
     /// (equal numbers, equal values).
-    fn label_values(&self, key: &str) -> Rc<Vec<Option<u32>>>;
+    fn label_values(&self, key: &str) -> LabelValues;
     /// Every listed node's name and its NodeClaim's: names a new launch must not take.
     fn names(&self) -> Rc<BTreeSet<String>>;
     /// Whether each listed node's labels match `reqs`, by index, as far as found so far
     /// (`None`: not yet), for the runs to fill in and share.
     fn matches(&self, reqs: &Requirements) -> LabelMatches;
 }
+
+/// Each of a caller's nodes' value of a label (by its index), as a number standing for the
+/// value (see [`SharedNodes::label_values`]).
+pub type LabelValues = Rc<Vec<Option<u32>>>;
 
 /// Whether each of a caller's nodes (by its index) has labels that some requirements match:
 /// `None` until a run has looked.
@@ -403,10 +407,10 @@ impl<'a> Solver<'a> {
         // before it is added.
         let mut node_values: Vec<(String, Rc<NodeValues<'a>>)> = Vec::new();
         for g in 0..topo.groups.len() {
-            let key = topo.groups[g].key.clone();
             if topo.groups[g].per_node() {
                 continue;
             }
+            let key = topo.groups[g].key.clone();
             let values = match node_values.iter().find(|(k, _)| *k == key) {
                 Some((_, values)) => Rc::clone(values),
                 None => {

@@ -28,7 +28,8 @@ use taken::{mix, removed_before, Removed};
 
 use crate::solver::topology::Group;
 use crate::solver::{
-    solve, solve_shared, ClassInput, LabelMatches, SharedNodes, SolverInput, SolverOutput,
+    solve, solve_shared, ClassInput, LabelMatches, LabelValues, SharedNodes, SolverInput,
+    SolverOutput,
 };
 use crate::types::{ClassId, Compatibility, NodeState, PodClass, PoolTypes};
 use dovetail_dataflow::decisions::Placement;
@@ -841,9 +842,6 @@ impl<'a> World<'a> {
     }
 }
 
-/// Each node's value of a label, numbered (see [`SharedNodes::label_values`]).
-type LabelValues = Rc<Vec<Option<u32>>>;
-
 /// The nodes a whole-cluster simulation reads — the destinations, the in-flight NodeClaims and
 /// the counted nodes — indexed in name order once per evaluation (see [`SharedNodes`]).
 #[derive(Default)]
@@ -1113,6 +1111,20 @@ mod tests {
         }
     }
 
+    /// `count` random nodes named `node-0000` on, in name order.
+    fn random_nodes(rng: &mut Rng, count: usize) -> Vec<NodeState> {
+        (0..count)
+            .map(|i| random_node(rng, format!("node-{i:04}")))
+            .collect()
+    }
+
+    /// `count` names of nodes among the first `of` (repeats possible).
+    fn random_names(rng: &mut Rng, count: u64, of: u64) -> Vec<String> {
+        (0..count)
+            .map(|_| format!("node-{:04}", rng.below(of)))
+            .collect()
+    }
+
     fn test_classes() -> [PodClass; 3] {
         [
             class("web", 500, 512, None),
@@ -1187,14 +1199,11 @@ mod tests {
         let compat = compat();
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
         for round in 0..20 {
-            let nodes: Vec<NodeState> = (0..300)
-                .map(|i| random_node(&mut rng, format!("node-{i:04}")))
-                .collect();
+            let nodes = random_nodes(&mut rng, 300);
             let memo = RefCell::new(Memo::default());
             let world = world(&classes, &ids, &compat, &nodes, &memo);
-            let removed_names: Vec<String> = (0..rng.below(8))
-                .map(|_| format!("node-{:04}", rng.below(300)))
-                .collect();
+            let count = rng.below(8);
+            let removed_names = random_names(&mut rng, count, 300);
             let removed: BTreeSet<&str> = removed_names.iter().map(String::as_str).collect();
             let pods: Vec<(ClassId, i64)> = ids
                 .iter()
@@ -1243,15 +1252,12 @@ mod tests {
         let mut rng = Rng(0x6a09_e667_f3bc_c908);
         let mut whole_runs = 0;
         for round in 0..10 {
-            let nodes: Vec<NodeState> = (0..200)
-                .map(|i| random_node(&mut rng, format!("node-{i:04}")))
-                .collect();
+            let nodes = random_nodes(&mut rng, 200);
             let memo = RefCell::new(Memo::default());
             let world = world(&classes, &ids, &compat, &nodes, &memo);
             for ask in 0..8 {
-                let removed_names: Vec<String> = (0..1 + rng.below(4))
-                    .map(|_| format!("node-{:04}", rng.below(200)))
-                    .collect();
+                let count = 1 + rng.below(4);
+                let removed_names = random_names(&mut rng, count, 200);
                 let removed: BTreeSet<&str> = removed_names.iter().map(String::as_str).collect();
                 let own: Vec<&str> = removed.iter().copied().collect();
                 let pods: Vec<(ClassId, i64)> = ids
@@ -1292,9 +1298,7 @@ mod tests {
         let ids: Vec<ClassId> = classes.iter().map(stable_hash).collect();
         let mut compat = compat();
         let mut rng = Rng(0x2545_f491_4f6c_dd1d);
-        let mut nodes: Vec<NodeState> = (0..200)
-            .map(|i| random_node(&mut rng, format!("node-{i:04}")))
-            .collect();
+        let mut nodes = random_nodes(&mut rng, 200);
         let mut next_name = 200;
         let memo = RefCell::new(Memo::default());
         // A few fixed simulations asked every evaluation, as candidates are.
