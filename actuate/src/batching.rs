@@ -3,7 +3,7 @@
 //! after it opened, and the engine then sees the whole batch in one epoch. Pods that are bound
 //! or deleted meanwhile never reach it as pending. Zero `idle_ms` turns batching off.
 
-use dovetail_dataflow::model::Pod;
+use dovetail_dataflow::model::SharedPod;
 use std::collections::BTreeMap;
 
 /// The window's two intervals.
@@ -36,21 +36,21 @@ impl BatchWindow {
 /// New pending pods held until their batch closes.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Batch {
-    pods: BTreeMap<String, Pod>,
+    pods: BTreeMap<String, SharedPod>,
     opened_ms: Option<i64>,
     last_ms: i64,
 }
 
 impl Batch {
     /// Holds a new pending pod that arrived at `now_ms`.
-    pub(crate) fn hold(&mut self, now_ms: i64, pod: Pod) {
+    pub(crate) fn hold(&mut self, now_ms: i64, pod: SharedPod) {
         self.opened_ms.get_or_insert(now_ms);
         self.last_ms = now_ms;
         self.pods.insert(pod.key(), pod);
     }
 
     /// Replaces a held pod that is still pending (no new arrival: the window does not move).
-    pub(crate) fn update(&mut self, pod: Pod) -> Option<Pod> {
+    pub(crate) fn update(&mut self, pod: SharedPod) -> Option<SharedPod> {
         match self.pods.get_mut(&pod.key()) {
             Some(held) => {
                 *held = pod;
@@ -82,7 +82,7 @@ impl Batch {
     }
 
     /// The held pods, if the batch has closed by `now_ms`.
-    pub(crate) fn release(&mut self, now_ms: i64, window: BatchWindow) -> Vec<Pod> {
+    pub(crate) fn release(&mut self, now_ms: i64, window: BatchWindow) -> Vec<SharedPod> {
         match self.closes_at(window) {
             Some(t) if t <= now_ms => {
                 self.opened_ms = None;
@@ -96,13 +96,14 @@ impl Batch {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dovetail_dataflow::model::Pod;
 
-    fn pod(name: &str) -> Pod {
-        Pod {
+    fn pod(name: &str) -> SharedPod {
+        SharedPod::new(Pod {
             namespace: "default".into(),
             name: name.into(),
             ..Pod::default()
-        }
+        })
     }
 
     #[test]

@@ -195,7 +195,7 @@ impl Harness {
     fn sync(&mut self) {
         let pods: Vec<_> = self.cluster.pods().cloned().collect();
         for p in pods {
-            self.control.set_fact(Fact::Pod(p));
+            self.control.set_fact(Fact::Pod(p.into()));
         }
         let nodes: Vec<_> = Cluster::nodeclaims(&self.cluster)
             .into_iter()

@@ -57,7 +57,7 @@ fn send_infrastructure(tx: &Sender<FactChange>) {
 }
 
 fn send_pod(tx: &Sender<FactChange>, name: &str) {
-    tx.send(FactChange::Set(Box::new(Fact::Pod(pod(name)))))
+    tx.send(FactChange::Set(Box::new(Fact::Pod(pod(name).into()))))
         .expect("send");
 }
 

@@ -9,7 +9,7 @@ use crate::workload::{infrastructure, Workload};
 use anyhow::{Context, Result};
 use dovetail_dataflow::decisions::Decision;
 use dovetail_dataflow::facts::Fact;
-use dovetail_dataflow::model::Pod;
+use dovetail_dataflow::model::SharedPod;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -72,7 +72,7 @@ pub struct Tally {
 }
 
 impl Tally {
-    pub fn of(decisions: &[Decision], pods: &[Pod]) -> Tally {
+    pub fn of(decisions: &[Decision], pods: &[SharedPod]) -> Tally {
         let mut tally = Tally::default();
         let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
         let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
@@ -227,7 +227,8 @@ pub fn micros(since: Instant) -> u64 {
         .max(1)
 }
 
-fn facts_for(pods: &[Pod], nodepools: usize) -> Vec<(Fact, isize)> {
+/// The facts of `pods` share the pods: the fresh engine's pods are the incremental engine's.
+fn facts_for(pods: &[SharedPod], nodepools: usize) -> Vec<(Fact, isize)> {
     let mut facts: Vec<(Fact, isize)> = infrastructure(nodepools)
         .into_iter()
         .map(|f| (f, 1))
@@ -238,7 +239,11 @@ fn facts_for(pods: &[Pod], nodepools: usize) -> Vec<(Fact, isize)> {
 
 /// A fresh engine that has computed `pods` from nothing, and how long the computation took
 /// (engine start excluded).
-fn from_scratch(layout: Layout, pods: &[Pod], nodepools: usize) -> Result<(Started, f64, u64)> {
+fn from_scratch(
+    layout: Layout,
+    pods: &[SharedPod],
+    nodepools: usize,
+) -> Result<(Started, f64, u64)> {
     let facts = facts_for(pods, nodepools);
     let started = Instant::now();
     let mut engine = processes::start(layout)?;
@@ -289,7 +294,11 @@ pub fn run(settings: &Settings) -> Result<Results> {
         let Layout { processes, workers } = layout;
         for &size in &sizes {
             let mut workload = Workload::new(settings.seed, settings.nodepools);
-            let pods = workload.initial(size);
+            let pods: Vec<SharedPod> = workload
+                .initial(size)
+                .into_iter()
+                .map(SharedPod::from)
+                .collect();
             let (engine, start_ms, us) = from_scratch(layout, &pods, settings.nodepools)?;
             let seconds = us as f64 / 1e6;
             let tally = Tally::of(&engine.decisions(), &pods);
@@ -334,7 +343,7 @@ fn run_changes(
     layout: Layout,
     mut engine: Started,
     mut workload: Workload,
-    mut live: Vec<Pod>,
+    mut live: Vec<SharedPod>,
 ) -> Result<Changes> {
     let pods = live.len();
     let sample_every = settings.effective_sample_every();
@@ -356,7 +365,7 @@ fn run_changes(
     let carried_before = dovetail_queries::solver::carried_on_runs();
     for i in 0..settings.changes {
         let (update, is_add) = if i % 2 == 0 || live.is_empty() {
-            let pod = workload.random_pod();
+            let pod = SharedPod::from(workload.random_pod());
             live.push(pod.clone());
             ((Fact::Pod(pod), 1), true)
         } else {

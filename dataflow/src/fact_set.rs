@@ -78,12 +78,15 @@ mod tests {
     use crate::model::Pod;
 
     fn pod(name: &str, node: Option<&str>) -> Fact {
-        Fact::Pod(Pod {
-            namespace: "default".into(),
-            name: name.into(),
-            node_name: node.map(str::to_string),
-            ..Default::default()
-        })
+        Fact::Pod(
+            Pod {
+                namespace: "default".into(),
+                name: name.into(),
+                node_name: node.map(str::to_string),
+                ..Default::default()
+            }
+            .into(),
+        )
     }
 
     #[test]

@@ -18,7 +18,7 @@ pub fn manifest_facts(m: &Manifests, catalog: &RegionCatalog) -> Vec<Fact> {
         }
         facts.push(Fact::NodeClass(c.clone()));
     }
-    facts.extend(m.pods.iter().cloned().map(Fact::Pod));
+    facts.extend(m.pods.iter().cloned().map(|p| Fact::Pod(p.into())));
     facts.extend(m.nodes.iter().cloned().map(Fact::Node));
     facts.extend(m.nodepools.iter().cloned().map(Fact::NodePool));
     facts.extend(m.overlays.iter().cloned().map(Fact::Overlay));

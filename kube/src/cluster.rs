@@ -18,7 +18,7 @@ use dovetail_dataflow::backend::{Cluster, ClusterEvent, ClusterReply, NodeClaim}
 use dovetail_dataflow::facts::Fact;
 use dovetail_dataflow::model::duration::parse_duration;
 use dovetail_dataflow::model::labels::{NODEPOOL, UNREGISTERED_TAINT};
-use dovetail_dataflow::model::{Node, NodePool, Pod, Resources, Taint};
+use dovetail_dataflow::model::{Node, NodePool, Pod, Resources, SharedPod, Taint};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// See the module documentation.
@@ -32,7 +32,7 @@ pub struct KubeCluster {
     /// Nodes as the watch last read them (with this controller's writes applied).
     nodes: BTreeMap<String, Node>,
     /// Pods the engine sees, by `namespace/name`.
-    pods: BTreeMap<String, Pod>,
+    pods: BTreeMap<String, SharedPod>,
     pods_by_node: BTreeMap<String, BTreeSet<String>>,
     nodepools: BTreeMap<String, NodePool>,
     /// Every fact key passed on to the engine, by kind: what a relist replaces.
@@ -166,7 +166,7 @@ impl KubeCluster {
                 let pod_key = p.key();
                 let old = self.pods.insert(pod_key.clone(), p.clone());
                 let event = old.is_some() || !listed;
-                let before = old.and_then(|o| o.node_name);
+                let before = old.and_then(|o| o.node_name.clone());
                 if before != p.node_name {
                     if let Some(b) = &before {
                         self.unbind(now_ms, &pod_key, b);
@@ -204,7 +204,7 @@ impl KubeCluster {
         }
         if let Some(pod) = key.strip_prefix("Pod ") {
             self.evictions.forget(pod);
-            if let Some(n) = self.pods.remove(pod).and_then(|p| p.node_name) {
+            if let Some(n) = self.pods.remove(pod).and_then(|p| p.node_name.clone()) {
                 self.unbind(now_ms, pod, &n);
             }
         }
@@ -580,7 +580,7 @@ impl Cluster for KubeCluster {
             .get(node)
             .into_iter()
             .flatten()
-            .filter_map(|k| self.pods.get(k))
+            .filter_map(|k| self.pods.get(k).map(|p| &**p))
             .collect()
     }
 

@@ -152,7 +152,7 @@ mod tests {
         };
         assert_eq!(
             WATCHED[0].fact_key(Some("team"), "web-1"),
-            Fact::Pod(pod).describe()
+            Fact::Pod(pod.into()).describe()
         );
         let pool = dovetail_dataflow::model::NodePool {
             name: "general".into(),

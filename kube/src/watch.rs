@@ -131,11 +131,11 @@ pub fn object_facts(
         }
         let pod = live.set_pod(&value)?;
         log_notes(live);
-        return Ok(pod.into_iter().map(Fact::Pod).collect());
+        return Ok(pod.into_iter().map(|p| Fact::Pod(p.into())).collect());
     }
     let m = dovetail_ingest::load_values("watch", vec![value])?;
     let mut facts = Vec::new();
-    facts.extend(m.pods.into_iter().map(Fact::Pod));
+    facts.extend(m.pods.into_iter().map(|p| Fact::Pod(p.into())));
     facts.extend(m.nodes.into_iter().map(Fact::Node));
     facts.extend(m.nodepools.into_iter().map(Fact::NodePool));
     facts.extend(m.nodeclasses.into_iter().map(Fact::NodeClass));
@@ -290,7 +290,7 @@ fn relisted_pods(relist: &mut BTreeMap<String, Vec<Fact>>, live: &mut LivePods) 
     for (key, facts) in relist.iter_mut() {
         let current = key.strip_prefix("Pod ").and_then(|k| live.pod(k));
         if let (Some(pod), false) = (current, facts.is_empty()) {
-            *facts = vec![Fact::Pod(pod.clone())];
+            *facts = vec![Fact::Pod(pod.clone().into())];
         }
     }
 }
@@ -368,7 +368,7 @@ async fn watch_dependency(
         log_notes(&mut live);
         let pods = moved
             .into_iter()
-            .map(|p| FactUpdate::Set(Box::new(Fact::Pod(p))));
+            .map(|p| FactUpdate::Set(Box::new(Fact::Pod(p.into()))));
         for update in pods.chain(updates) {
             if out.send(update).is_err() {
                 return;

@@ -23,7 +23,6 @@ use differential_dataflow::{AsCollection, VecCollection};
 use dovetail_dataflow::decisions::Decision;
 use dovetail_dataflow::engine::{Epoch, QueryBuilder};
 use dovetail_dataflow::facts::Fact;
-use dovetail_dataflow::model::SharedPod;
 use packing::Packed;
 use timely::dataflow::operators::vec::Partition;
 
@@ -151,7 +150,7 @@ fn build<'s>(
     let kinds = by_kind(facts);
     let split = |kind: usize| kinds[kind].clone();
     let pods = split(0).flat_map(|f| match f {
-        Fact::Pod(p) => Some(SharedPod::new(p)),
+        Fact::Pod(p) => Some(p),
         _ => None,
     });
     let nodes = split(1).flat_map(|f| match f {

@@ -58,7 +58,7 @@ const SHAPES: [(&str, &str, &str, &str); 8] = [
 fn pod(name: &str, cpu: &str, memory: &str, labels: &str, extra: &str) -> Fact {
     let yaml = common::pod(name, cpu, memory, labels, extra);
     let m = dovetail_ingest::load_str("pod.yaml", &yaml).expect("pod parses");
-    Fact::Pod(m.pods.into_iter().next().expect("one pod"))
+    Fact::Pod(m.pods.into_iter().next().expect("one pod").into())
 }
 
 fn shaped(shape: usize, i: usize) -> Fact {

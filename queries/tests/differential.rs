@@ -120,7 +120,7 @@ fn random_changes(
             match rng.below(10) {
                 // add a pod
                 0..=3 => {
-                    let p = Fact::Pod(random_pod(rng, next_pod));
+                    let p = Fact::Pod(random_pod(rng, next_pod).into());
                     next_pod += 1;
                     changes.push((p.clone(), 1));
                     state.insert(key(&p), p);
@@ -210,7 +210,7 @@ fn check_accounting(state: &BTreeMap<String, Fact>, decisions: &[Decision], when
     let pods: BTreeMap<String, &Pod> = state
         .values()
         .filter_map(|f| match f {
-            Fact::Pod(p) if !p.is_daemon => Some((p.key(), p)),
+            Fact::Pod(p) if !p.is_daemon => Some((p.key(), &**p)),
             _ => None,
         })
         .collect();
@@ -372,7 +372,7 @@ fn a_pod_added_or_removed_moves_only_its_own_decisions() {
     let mut engine = Engine::start(1, dovetail_queries::provisioning).expect("engine");
     let mut rng = Rng(7);
     let pods: Vec<Fact> = (0..120)
-        .map(|i| Fact::Pod(random_pod(&mut rng, i)))
+        .map(|i| Fact::Pod(random_pod(&mut rng, i).into()))
         .collect();
     for p in &pods {
         state.insert(key(p), p.clone());
@@ -383,7 +383,7 @@ fn a_pod_added_or_removed_moves_only_its_own_decisions() {
     let before = engine.decisions().len();
     // One pod more, then one pod less: each moves a handful of decisions, not the ~120
     // bindings a re-packing would shift.
-    let extra = Fact::Pod(random_pod(&mut rng, 1000));
+    let extra = Fact::Pod(random_pod(&mut rng, 1000).into());
     let added = engine
         .advance(2, vec![(extra.clone(), 1)])
         .expect("advance");

@@ -247,7 +247,7 @@ fn disruption_incremental_equals_from_scratch_after_every_epoch() {
     for node in keys(&state, "Node ") {
         let name = node.trim_start_matches("Node ").to_string();
         for _ in 0..rng.below(4) {
-            let p = Fact::Pod(pod(&mut rng, next, Some(name.clone()), start - 120_000));
+            let p = Fact::Pod(pod(&mut rng, next, Some(name.clone()), start - 120_000).into());
             next += 1;
             state.insert(p.describe(), p);
         }
@@ -278,7 +278,7 @@ fn disruption_incremental_equals_from_scratch_after_every_epoch() {
                 0 | 1 => {
                     if let Some(n) = nodes.get(rng.below(nodes.len() as u64) as usize) {
                         let name = n.trim_start_matches("Node ").to_string();
-                        let p = Fact::Pod(pod(&mut rng, next, Some(name.clone()), now));
+                        let p = Fact::Pod(pod(&mut rng, next, Some(name.clone()), now).into());
                         next += 1;
                         replace(&mut state, &mut changes, p);
                         touch_node(&mut state, &mut changes, &name, now);
@@ -297,7 +297,7 @@ fn disruption_incremental_equals_from_scratch_after_every_epoch() {
                     }
                 }
                 4 => {
-                    let p = Fact::Pod(pod(&mut rng, next, None, now));
+                    let p = Fact::Pod(pod(&mut rng, next, None, now).into());
                     next += 1;
                     replace(&mut state, &mut changes, p);
                 }
@@ -356,7 +356,8 @@ fn disruption_incremental_equals_from_scratch_after_every_epoch() {
                 }
                 9 => {
                     if let Some(k) = pods.get(rng.below(pods.len() as u64) as usize) {
-                        if let Some(Fact::Pod(mut p)) = state.get(k).cloned() {
+                        if let Some(Fact::Pod(p)) = state.get(k).cloned() {
+                            let mut p = p.into_pod();
                             let v = ["true", "1m", "10m"][rng.below(3) as usize];
                             if p.annotations
                                 .remove("karpenter.sh/do-not-disrupt")
@@ -365,7 +366,7 @@ fn disruption_incremental_equals_from_scratch_after_every_epoch() {
                                 p.annotations
                                     .insert("karpenter.sh/do-not-disrupt".into(), v.into());
                             }
-                            replace(&mut state, &mut changes, Fact::Pod(p));
+                            replace(&mut state, &mut changes, Fact::Pod(p.into()));
                         }
                     }
                 }

@@ -21,7 +21,7 @@ use crate::pdb::{disruptions_allowed, EvictionRefused};
 use crate::score::{CpuMemory, PodScore};
 use crate::state::{NodeState, PodState};
 use dovetail_dataflow::backend::{ClusterReply, NodeClaim};
-use dovetail_dataflow::model::{Node, Pod, PodDisruptionBudget, Resources, Taint};
+use dovetail_dataflow::model::{Node, Pod, PodDisruptionBudget, Resources, SharedPod, Taint};
 use serde::{Deserialize, Serialize};
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -198,9 +198,9 @@ impl SimCluster {
                 continue;
             }
             if let Some(p) = self.pods.get_mut(&key) {
-                p.pod.node_name = None;
+                p.pod.make_mut().node_name = None;
                 p.pending_since_ms = Some(now_ms);
-                repending.push(p.pod.clone());
+                repending.push(Pod::clone(&p.pod));
             }
         }
         Ok(repending)
@@ -220,7 +220,7 @@ impl SimCluster {
         self.pods.insert(
             key.clone(),
             PodState {
-                pod,
+                pod: pod.into(),
                 created_ms: now_ms,
                 seq,
                 pending_since_ms: Some(now_ms),
@@ -240,7 +240,7 @@ impl SimCluster {
         self.anti_holders.remove(key);
         self.pods
             .remove(key)
-            .map(|p| p.pod)
+            .map(|p| p.pod.into_pod())
             .ok_or_else(|| ClusterError::UnknownPod(key.to_string()))
     }
 
@@ -342,7 +342,7 @@ impl SimCluster {
                 Ok(()) => {
                     self.unbind(&key, Some(now_ms));
                     if let Some(p) = self.pods.get(&key) {
-                        outcome.evicted.push(p.pod.clone());
+                        outcome.evicted.push(Pod::clone(&p.pod));
                     }
                 }
                 Err(reason) => outcome.blocked.push(Blocked { pod: key, reason }),
@@ -433,12 +433,17 @@ impl SimCluster {
     }
 
     pub fn pod(&self, key: &str) -> Option<&Pod> {
+        self.pods.get(key).map(|p| &*p.pod)
+    }
+
+    /// [`Cluster::pod`] as the engine's facts share it, not copied.
+    pub fn shared_pod(&self, key: &str) -> Option<&SharedPod> {
         self.pods.get(key).map(|p| &p.pod)
     }
 
     /// Every pod, by key.
     pub fn pods(&self) -> impl Iterator<Item = &Pod> {
-        self.pods.values().map(|p| &p.pod)
+        self.pods.values().map(|p| &*p.pod)
     }
 
     /// Whether a pod other than a DaemonSet pod is bound to the node.
@@ -457,7 +462,7 @@ impl SimCluster {
             .map(|n| {
                 n.pods
                     .iter()
-                    .filter_map(|k| self.pods.get(k).map(|p| &p.pod))
+                    .filter_map(|k| self.pods.get(k).map(|p| &*p.pod))
                     .collect()
             })
             .unwrap_or_default()
@@ -468,7 +473,7 @@ impl SimCluster {
         self.pods
             .values()
             .filter(|p| p.pod.node_name.is_none())
-            .filter_map(|p| p.pending_since_ms.map(|t| (&p.pod, t)))
+            .filter_map(|p| p.pending_since_ms.map(|t| (&*p.pod, t)))
             .collect()
     }
 
@@ -522,7 +527,7 @@ impl SimCluster {
             .non_zero_requested
             .plus(CpuMemory::non_zero(&p.pod.scheduling.requests));
         n.pods.insert(key.to_string());
-        p.pod.node_name = Some(node.to_string());
+        p.pod.make_mut().node_name = Some(node.to_string());
         self.changes.pods.insert(key.to_string());
         self.changes.nodes.insert(node.to_string());
         if !p.pod.is_daemon {
@@ -542,9 +547,10 @@ impl SimCluster {
         let Some(p) = self.pods.get_mut(key) else {
             return;
         };
-        let Some(node) = p.pod.node_name.take() else {
+        let Some(node) = p.pod.node_name.clone() else {
             return;
         };
+        p.pod.make_mut().node_name = None;
         p.pending_since_ms = now_ms;
         self.changes.pods.insert(key.to_string());
         self.changes.nodes.insert(node.clone());

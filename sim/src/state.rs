@@ -2,7 +2,7 @@
 //! it as the cluster (`cluster`) writes it.
 
 use crate::score::CpuMemory;
-use dovetail_dataflow::model::{Node, Pod, Resources, Taint};
+use dovetail_dataflow::model::{Node, Resources, SharedPod, Taint};
 use std::collections::BTreeSet;
 
 #[derive(Debug, Clone)]
@@ -20,7 +20,8 @@ pub(crate) struct NodeState {
 
 #[derive(Debug, Clone)]
 pub(crate) struct PodState {
-    pub(crate) pod: Pod,
+    /// Shared with the facts the engine is told (see `Cluster::shared_pod`).
+    pub(crate) pod: SharedPod,
     pub(crate) created_ms: i64,
     pub(crate) seq: u64,
     pub(crate) pending_since_ms: Option<i64>,

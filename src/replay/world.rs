@@ -232,7 +232,7 @@ impl<C: Cloud> World<C> {
     }
 
     fn sync_pod(&mut self, key: &str) {
-        match self.cluster.pod(key) {
+        match self.cluster.shared_pod(key) {
             Some(p) => self.control.set_fact(Fact::Pod(p.clone())),
             None => self.control.remove_fact(&facts::object_key("Pod", key)),
         }

@@ -16,7 +16,7 @@ use dovetail_dataflow::model::labels::{CAPACITY_TYPE, INSTANCE_FAMILY};
 use dovetail_dataflow::model::quantity::mib;
 use dovetail_dataflow::model::{
     EC2NodeClass, InstanceType, LabelSelector, Node, NodePool, Pod, PodDisruptionBudget,
-    PodScheduling, Requirement, Requirements, Resources,
+    PodScheduling, Requirement, Requirements, Resources, SharedPod,
 };
 use dovetail_sim::{SimCloud, SimConfig};
 use std::collections::BTreeMap;
@@ -38,7 +38,8 @@ const MEMORY_MIB: [i64; 4] = [256, 512, 1024, 2048];
 pub struct Cluster {
     pub facts: Vec<Fact>,
     pub nodes: BTreeMap<String, Node>,
-    pub pods: Vec<Pod>,
+    /// Shared with the facts of every engine the bench feeds (see [`Cluster::state`]).
+    pub pods: Vec<SharedPod>,
     /// Instance types the NodePool may launch (for price changes).
     pub types: Vec<InstanceType>,
     pub rng: Rng,
@@ -145,7 +146,7 @@ impl Cluster {
                 }
                 used = after;
                 let pod = cluster.pod(d, &node.name, now_ms - 3_600_000);
-                cluster.pods.push(pod);
+                cluster.pods.push(pod.into());
             }
             node.last_pod_event_ms = Some(now_ms - 3_600_000);
             cluster.nodes.insert(node.name.clone(), node);

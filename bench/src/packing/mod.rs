@@ -111,7 +111,7 @@ pub fn measure(name: &str, objects: Vec<Value>) -> Result<PackingRow> {
     let pods: Vec<Pod> = facts
         .iter()
         .filter_map(|f| match f {
-            Fact::Pod(p) => Some(p.clone()),
+            Fact::Pod(p) => Some(dovetail_dataflow::model::Pod::clone(p)),
             _ => None,
         })
         .collect();

@@ -83,6 +83,22 @@ impl SharedPod {
     pub fn new(pod: Pod) -> SharedPod {
         SharedPod(std::sync::Arc::new(pod))
     }
+
+    /// The pod, copied only if another holder shares it.
+    pub fn into_pod(self) -> Pod {
+        std::sync::Arc::unwrap_or_clone(self.0)
+    }
+
+    /// The pod to change, copied first if another holder shares it.
+    pub fn make_mut(&mut self) -> &mut Pod {
+        std::sync::Arc::make_mut(&mut self.0)
+    }
+}
+
+impl From<Pod> for SharedPod {
+    fn from(pod: Pod) -> SharedPod {
+        SharedPod::new(pod)
+    }
 }
 
 impl std::ops::Deref for SharedPod {

