@@ -5,6 +5,7 @@ pub mod churn;
 pub mod disruption;
 pub mod measure;
 pub mod packing;
+pub mod plan_cluster;
 pub mod processes;
 pub mod report;
 pub mod workload;
