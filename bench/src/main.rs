@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 // The engine allocates and frees many small records per change; glibc's allocator spent a fifth
 // of a disruption evaluation at 10,000 nodes consolidating freed chunks.
+#[cfg(not(feature = "heap-profile"))]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

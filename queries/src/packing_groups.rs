@@ -98,7 +98,7 @@ pub fn packing_groups<'s>(
             let s = NodeSignature::of(&n.node);
             let id = s.id();
             std::iter::once(((), Part::Signature(id, s))).chain(
-                n.pods
+                std::sync::Arc::unwrap_or_clone(n.pods)
                     .into_iter()
                     .map(move |(ns, labels, _)| ((), Part::PodOn(id, ns, labels))),
             )

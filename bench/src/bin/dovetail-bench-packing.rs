@@ -6,6 +6,7 @@ use clap::Parser;
 use dovetail_bench::packing::{measure, workload, PackingRow};
 use std::path::PathBuf;
 
+#[cfg(not(feature = "heap-profile"))]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -387,7 +387,7 @@ impl<'a> Solver<'a> {
                 }
                 _ if topo.groups.is_empty() => {}
                 _ => {
-                    for (ns, labels, count) in &n.pods {
+                    for (ns, labels, count) in n.pods.iter() {
                         let groups = pod_groups.entry((ns.as_str(), labels)).or_insert_with(|| {
                             (0..topo.groups.len())
                                 .filter(|&g| topo.groups[g].counts_pod(ns, labels))

@@ -1107,7 +1107,7 @@ mod tests {
                 ..Node::default()
             },
             used,
-            pods: vec![("default".to_string(), labels(app), rng.below(3) as i64)],
+            pods: vec![("default".to_string(), labels(app), rng.below(3) as i64)].into(),
         }
     }
 
