@@ -210,6 +210,9 @@ impl ControlLoop {
         let micros = started.elapsed().as_micros() as u64;
         let _ = self.latency_micros.record(micros.max(1));
         let _ = self.decision_diffs.record(diffs.len() as u64);
+        if diffs.len() > MANY_DIFFS {
+            log_many_diffs(now, &diffs);
+        }
         self.last_advance_ms = now;
         Ok(diffs)
     }
@@ -249,4 +252,34 @@ impl ControlLoop {
             }
         }
     }
+}
+
+/// Issue 20's budget of decision diffs per change: an epoch above it is logged (debug) with
+/// what kinds of decision moved, so a replay can tell which query spends it.
+const MANY_DIFFS: usize = 100;
+
+fn log_many_diffs(now: i64, diffs: &[(Decision, isize)]) {
+    let (mut bindings, mut launches, mut unschedulable) = (0u64, 0u64, 0u64);
+    let (mut commands, mut listings, mut other) = (0u64, 0u64, 0u64);
+    for (d, _) in diffs {
+        match d {
+            Decision::Binding { .. } => bindings += 1,
+            Decision::Launch(_) => launches += 1,
+            Decision::Unschedulable { .. } => unschedulable += 1,
+            Decision::Disruption(d) if d.command.is_some() => commands += 1,
+            Decision::Disruption(_) => listings += 1,
+            _ => other += 1,
+        }
+    }
+    tracing::debug!(
+        now,
+        diffs = diffs.len(),
+        bindings,
+        launches,
+        unschedulable,
+        commands,
+        listings,
+        other,
+        "epoch with many decision diffs"
+    );
 }

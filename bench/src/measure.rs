@@ -398,7 +398,12 @@ fn run_changes(
             let (fresh, _, scratch_us) = from_scratch(layout, &live, settings.nodepools)?;
             scratch.saturating_record(scratch_us);
             checks += 1;
-            let (a, b) = (engine.decisions(), fresh.decisions());
+            // The fresh engine goes before the incremental engine's decisions are listed, so
+            // that list is never held beside both engines (2.23 GiB at 100,000 pods when it
+            // was).
+            let b = fresh.decisions();
+            drop(fresh);
+            let a = engine.decisions();
             let (ta, tb) = (Tally::of(&a, &live), Tally::of(&b, &live));
             let cost = if tb.launch_price_per_hour > 0.0 {
                 ta.launch_price_per_hour / tb.launch_price_per_hour

@@ -3,6 +3,7 @@
 //! memory, whichever comes first) with pods of 50 deployments, and `pending` pods more that no
 //! node holds yet. Deterministic for a seed, so anyone can rebuild the same input.
 
+use crate::workload::Rng;
 use std::io::{self, Write};
 
 /// The instance types nodes run: (name, family, size, vCPUs, memory GiB, max pods).
@@ -68,26 +69,9 @@ pub struct Written {
     pub pending: usize,
 }
 
-/// SplitMix64: the same stream on every platform.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
-
 /// A deployment's requests: (millicores, MiB), 70m–700m CPU and 128 MiB–2.1 GiB, so that
 /// 10,000 nodes hold about the 167,000 pods.
-fn requests(d: u64) -> (i64, i64) {
+fn requests(d: usize) -> (i64, i64) {
     let cpu = 70 + (d * 37 % 15) as i64 * 45;
     let memory = 128 + (d * 53 % 24) as i64 * 88;
     (cpu, memory)
@@ -96,7 +80,7 @@ fn requests(d: u64) -> (i64, i64) {
 impl PlanCluster {
     /// Writes the nodes with their NodeClaims to `nodes`, and the pods to `pods`.
     pub fn write(&self, nodes: &mut impl Write, pods: &mut impl Write) -> io::Result<Written> {
-        let mut rng = Rng(self.seed);
+        let mut rng = Rng::new(self.seed);
         let mut written = Written::default();
         let mut pod_index = 0u64;
         for i in 0..self.nodes {
@@ -124,10 +108,10 @@ impl PlanCluster {
             )?;
             written.nodes += 1;
             // Each node is filled to its own target between 60 and 95 %.
-            let target = 60 + rng.below(36) as i64;
+            let target = 60 + (rng.next_u64() % 36) as i64;
             let (mut cpu, mut memory, mut count) = (0i64, 0i64, 0i64);
             loop {
-                let d = rng.below(DEPLOYMENTS);
+                let d = (rng.next_u64() % DEPLOYMENTS) as usize;
                 let (c, m) = requests(d);
                 if (cpu + c) * 100 > alloc_cpu * target
                     || (memory + m) * 100 > alloc_mem * target
@@ -142,7 +126,7 @@ impl PlanCluster {
             }
         }
         for _ in 0..self.pending {
-            let d = rng.below(DEPLOYMENTS);
+            let d = (rng.next_u64() % DEPLOYMENTS) as usize;
             write_pod(pods, pod_index, d, None)?;
             pod_index += 1;
             written.pending += 1;
@@ -151,7 +135,7 @@ impl PlanCluster {
     }
 }
 
-fn write_pod(out: &mut impl Write, i: u64, d: u64, node: Option<&str>) -> io::Result<()> {
+fn write_pod(out: &mut impl Write, i: u64, d: usize, node: Option<&str>) -> io::Result<()> {
     let (cpu, memory) = requests(d);
     let node = node.map_or(String::new(), |n| format!("\n  nodeName: {n}"));
     writeln!(

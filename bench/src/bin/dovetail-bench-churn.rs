@@ -34,16 +34,7 @@ struct Args {
 
 fn main() -> Result<()> {
     let args = Args::parse();
-    let dovetail = match &args.dovetail {
-        Some(p) => p.clone(),
-        None => std::env::current_exe()?.with_file_name("dovetail"),
-    };
-    if !dovetail.exists() {
-        bail!(
-            "{} not found: build it (`cargo build --release --workspace`) or pass --dovetail",
-            dovetail.display()
-        );
-    }
+    let dovetail = dovetail_bench::dovetail_binary(args.dovetail.as_deref())?;
     std::fs::create_dir_all(&args.out)?;
     let nodepools = args.out.join("nodepools.yaml");
     std::fs::write(&nodepools, NODEPOOLS_YAML)?;

@@ -40,16 +40,7 @@ fn peak_rss(pid: u32) -> Option<u64> {
 
 fn main() -> Result<()> {
     let args = Args::parse();
-    let dovetail = match &args.dovetail {
-        Some(p) => p.clone(),
-        None => std::env::current_exe()?.with_file_name("dovetail"),
-    };
-    if !dovetail.exists() {
-        bail!(
-            "{} not found: build it (`cargo build --release --workspace`) or pass --dovetail",
-            dovetail.display()
-        );
-    }
+    let dovetail = dovetail_bench::dovetail_binary(args.dovetail.as_deref())?;
     let manifests = args.out.join("manifests");
     std::fs::create_dir_all(&manifests)?;
     std::fs::write(manifests.join("nodepool.yaml"), NODEPOOL_YAML)?;
