@@ -15,12 +15,15 @@ use std::hash::{Hash, Hasher};
 
 /// A pod's class and its id.
 pub fn class_of(p: &Pod) -> (ClassId, PodClass) {
-    let class = PodClass {
+    (class_id(p), class(p))
+}
+
+fn class(p: &Pod) -> PodClass {
+    PodClass {
         namespace: p.namespace.clone(),
         labels: p.labels.clone(),
         scheduling: p.scheduling.clone(),
-    };
-    (stable_hash(&class), class)
+    }
 }
 
 /// A pod's class id, without building the class: [`PodClass`]'s derived `Hash` writes its
@@ -32,7 +35,7 @@ pub fn class_id(p: &Pod) -> ClassId {
 /// A pod standing for its class: equal, ordered and hashed as its [`PodClass`] is, so that a
 /// collection keyed by it holds one shared pointer per pod rather than a copy of the class's
 /// labels and scheduling spec. At 100,000 pods arriving at once those copies, two per pod,
-/// were 310 MiB of the replay's peak heap (`bench/README.md`, *Memory*).
+/// were 310 MiB of the replay's peak heap (README, *Benchmarks*: "One pod, one allocation").
 #[derive(Debug, Clone)]
 pub struct PodOfClass(pub SharedPod);
 
@@ -49,7 +52,7 @@ impl PodOfClass {
 
     /// The class the pod stands for.
     pub fn class(&self) -> PodClass {
-        class_of(&self.0).1
+        class(&self.0)
     }
 }
 
@@ -121,4 +124,29 @@ pub fn all_pod_classes<'s>(
         .map(|p| (class_id(&p), PodOfClass(p)))
         .count()
         .map(|((id, pod), n)| ((id, pod.class()), n))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn a_class_id_is_the_stable_hash_of_the_class_and_pods_of_a_class_compare_equal() {
+        let pod = |name: &str, app: &str| Pod {
+            namespace: "shop".into(),
+            name: name.into(),
+            labels: BTreeMap::from([("app".to_string(), app.to_string())]),
+            ..Pod::default()
+        };
+        let (a, b, c) = (pod("a", "api"), pod("b", "api"), pod("c", "web"));
+        assert_eq!(class_id(&a), stable_hash(&class(&a)));
+        assert_eq!(class_id(&a), class_id(&b));
+        assert_ne!(class_id(&a), class_id(&c));
+        let shared = |p: &Pod| PodOfClass(SharedPod::new(p.clone()));
+        assert_eq!(shared(&a), shared(&b));
+        assert_ne!(shared(&a), shared(&c));
+        assert_eq!(shared(&a).cmp(&shared(&c)), class(&a).cmp(&class(&c)));
+        assert_eq!(stable_hash(&shared(&a)), stable_hash(&class(&a)));
+    }
 }
