@@ -2,7 +2,7 @@
 
 use anyhow::{bail, Result};
 use clap::Parser;
-use dovetail_bench::measure::{run, Settings};
+use dovetail_bench::measure::{run, scratch_child, Settings};
 use dovetail_bench::processes;
 use dovetail_bench::report::{read_summary, tables, write_all};
 use std::path::PathBuf;
@@ -54,6 +54,10 @@ struct Args {
     /// A note to add to the report (repeatable), e.g. why --changes was reduced.
     #[arg(long)]
     note: Vec<String>,
+    /// Be a sample's from-scratch baseline (the bench starts these): the state after this many
+    /// changes at the first of --sizes, computed from nothing; prints its report as JSON.
+    #[arg(long, hide = true)]
+    scratch_after: Option<usize>,
     /// Measure nothing: re-render report.md and chart.svg (and summary.json) into --out from
     /// this summary.json, adding any --note.
     #[arg(long)]
@@ -95,6 +99,11 @@ fn main() -> Result<()> {
         bail!("--processes needs at least one positive process count");
     }
     let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let layout = dovetail_bench::processes::Layout {
+        processes: args.processes[0],
+        workers: args.workers[0],
+    };
+    let size = args.sizes[0];
     let settings = Settings {
         sizes: args.sizes,
         changes: args.changes,
@@ -104,6 +113,11 @@ fn main() -> Result<()> {
         nodepools: args.nodepools.max(1),
         processes: args.processes,
     };
+    if let Some(after) = args.scratch_after {
+        let report = scratch_child(&settings, layout, size, after)?;
+        println!("{}", serde_json::to_string(&report)?);
+        return Ok(());
+    }
     println!(
         "dovetail-bench: sizes {:?}, workers {:?}, {} changes, seed {}",
         settings.sizes, settings.workers, settings.changes, settings.seed

@@ -10,6 +10,7 @@ use anyhow::{Context, Result};
 use dovetail_dataflow::decisions::Decision;
 use dovetail_dataflow::facts::Fact;
 use dovetail_dataflow::model::SharedPod;
+use dovetail_dataflow::stable_hash::stable_hash;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -72,7 +73,7 @@ pub struct Tally {
 }
 
 impl Tally {
-    pub fn of(decisions: &[Decision], pods: &[SharedPod]) -> Tally {
+    pub fn of<'d>(decisions: impl IntoIterator<Item = &'d Decision>, pods: &[SharedPod]) -> Tally {
         let mut tally = Tally::default();
         let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
         let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
@@ -253,27 +254,128 @@ fn from_scratch(
     Ok((engine, start_ms, micros(t)))
 }
 
-fn describe_difference(incremental: &[Decision], scratch: &[Decision]) -> String {
-    let a: BTreeSet<&Decision> = incremental.iter().collect();
-    let b: BTreeSet<&Decision> = scratch.iter().collect();
-    let only_a: Vec<&&Decision> = a.difference(&b).collect();
-    let only_b: Vec<&&Decision> = b.difference(&a).collect();
-    let first = |v: &[&&Decision]| {
-        v.first()
-            .map(|d| {
-                let s = format!("{d:?}");
-                s.chars().take(200).collect::<String>()
-            })
-            .unwrap_or_default()
-    };
+/// What a from-scratch baseline reports from its own process: its solve's time, its decisions'
+/// tally, and each decision's stable hash, sorted (with repeats), to compare with the
+/// incremental engine's without sending the decisions back.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ScratchReport {
+    pub micros: u64,
+    pub tally: Tally,
+    pub hashes: Vec<u64>,
+}
+
+/// Change `i` of the change sequence: a pod added (even changes, or when none is left), else a
+/// random one removed. The from-scratch child replays the same sequence to reach the same pods.
+fn change(i: usize, workload: &mut Workload, live: &mut Vec<SharedPod>) -> ((Fact, isize), bool) {
+    if i.is_multiple_of(2) || live.is_empty() {
+        let pod = SharedPod::from(workload.random_pod());
+        live.push(pod.clone());
+        ((Fact::Pod(pod), 1), true)
+    } else {
+        let k = workload.below(live.len());
+        let pod = live.swap_remove(k);
+        ((Fact::Pod(pod), -1), false)
+    }
+}
+
+/// The from-scratch baseline's side (`dovetail-bench --scratch-after N`): the pods after the
+/// first `after` changes at `size` pods, computed by a fresh engine from nothing. It runs in a
+/// process of its own so that each engine's peak memory is its own process's, not two engines'
+/// in one (2.08 GiB at 100,000 pods when they shared one).
+pub fn scratch_child(
+    settings: &Settings,
+    layout: Layout,
+    size: usize,
+    after: usize,
+) -> Result<ScratchReport> {
+    let mut workload = Workload::new(settings.seed, settings.nodepools);
+    let mut live: Vec<SharedPod> = workload
+        .initial(size)
+        .into_iter()
+        .map(SharedPod::from)
+        .collect();
+    for i in 0..after {
+        change(i, &mut workload, &mut live);
+    }
+    let facts = facts_for(&live, settings.nodepools);
+    let mut engine = processes::start(layout)?;
+    engine.forget_decisions();
+    let t = Instant::now();
+    let diffs = engine.advance(1, facts).context("advancing the engine")?;
+    let micros = micros(t);
+    drop(engine);
+    let decisions: Vec<&Decision> = diffs
+        .iter()
+        .flat_map(|(d, r)| std::iter::repeat_n(d, (*r).max(0) as usize))
+        .collect();
+    let tally = Tally::of(decisions.iter().copied(), &live);
+    let mut hashes: Vec<u64> = decisions.iter().map(|d| stable_hash(*d)).collect();
+    hashes.sort_unstable();
+    Ok(ScratchReport {
+        micros,
+        tally,
+        hashes,
+    })
+}
+
+/// Runs [`scratch_child`] in a child process of this binary and reads its report.
+fn scratch_in_child(
+    settings: &Settings,
+    layout: Layout,
+    size: usize,
+    after: usize,
+) -> Result<ScratchReport> {
+    let me = std::env::current_exe().context("finding dovetail-bench")?;
+    let out = std::process::Command::new(me)
+        .args(["--scratch-after", &after.to_string()])
+        .args(["--sizes", &size.to_string()])
+        .args(["--seed", &settings.seed.to_string()])
+        .args(["--nodepools", &settings.nodepools.to_string()])
+        .args(["--workers", &layout.workers.to_string()])
+        .args(["--processes", &layout.processes.to_string()])
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .context("starting the from-scratch child")?;
+    if !out.status.success() {
+        anyhow::bail!(
+            "the from-scratch child after {after} changes: {}",
+            out.status
+        );
+    }
+    serde_json::from_slice(&out.stdout).context("the from-scratch child's report")
+}
+
+/// The engine's current decisions, sorted, borrowed rather than copied.
+fn held_sorted(engine: &Started) -> Vec<&Decision> {
+    let mut out: Vec<&Decision> = engine
+        .held_decisions()
+        .flat_map(|(d, r)| std::iter::repeat_n(d, r.max(0) as usize))
+        .collect();
+    out.sort();
+    out
+}
+
+/// How the incremental engine's decisions differ from the from-scratch child's, which sent
+/// only hashes: how many on each side only, and one of the incremental engine's for a start.
+fn describe_difference(incremental: &[&Decision], scratch_hashes: &[u64]) -> String {
+    let scratch: BTreeSet<u64> = scratch_hashes.iter().copied().collect();
+    let hashed: Vec<(u64, &Decision)> = incremental.iter().map(|d| (stable_hash(*d), *d)).collect();
+    let mine: BTreeSet<u64> = hashed.iter().map(|(h, _)| *h).collect();
+    let only_a: Vec<&Decision> = hashed
+        .iter()
+        .filter(|(h, _)| !scratch.contains(h))
+        .map(|(_, d)| *d)
+        .collect();
+    let only_b = scratch.difference(&mine).count();
+    let example = only_a
+        .first()
+        .map(|d| format!("{d:?}").chars().take(200).collect::<String>())
+        .unwrap_or_default();
     format!(
-        "{} decisions only incremental (e.g. {}), {} only from scratch (e.g. {}); counts {} vs {}",
+        "{} decisions only incremental (e.g. {example}), {only_b} only from scratch; counts {} vs {}",
         only_a.len(),
-        first(&only_a),
-        only_b.len(),
-        first(&only_b),
         incremental.len(),
-        scratch.len()
+        scratch_hashes.len()
     )
 }
 
@@ -301,7 +403,7 @@ pub fn run(settings: &Settings) -> Result<Results> {
                 .collect();
             let (engine, start_ms, us) = from_scratch(layout, &pods, settings.nodepools)?;
             let seconds = us as f64 / 1e6;
-            let tally = Tally::of(&engine.decisions(), &pods);
+            let tally = Tally::of(held_sorted(&engine), &pods);
             println!(
                 "cold {size} pods, {layout}: {seconds:.3} s ({:.0} pods/s); {} launches, {} bound, {} unschedulable, {} unaccounted",
                 size as f64 / seconds,
@@ -364,15 +466,7 @@ fn run_changes(
     let mut epoch = engine.epoch();
     let carried_before = dovetail_queries::solver::carried_on_runs();
     for i in 0..settings.changes {
-        let (update, is_add) = if i % 2 == 0 || live.is_empty() {
-            let pod = SharedPod::from(workload.random_pod());
-            live.push(pod.clone());
-            ((Fact::Pod(pod), 1), true)
-        } else {
-            let k = workload.below(live.len());
-            let pod = live.swap_remove(k);
-            ((Fact::Pod(pod), -1), false)
-        };
+        let (update, is_add) = change(i, &mut workload, &mut live);
         epoch += 1;
         let t = Instant::now();
         let diffs = engine
@@ -395,23 +489,22 @@ fn run_changes(
             removes.saturating_record(us);
         }
         if sample_every > 0 && (i + 1) % sample_every == 0 {
-            let (fresh, _, scratch_us) = from_scratch(layout, &live, settings.nodepools)?;
+            let fresh = scratch_in_child(settings, layout, pods, i + 1)?;
+            let scratch_us = fresh.micros;
             scratch.saturating_record(scratch_us);
             checks += 1;
-            // The fresh engine goes before the incremental engine's decisions are listed, so
-            // that list is never held beside both engines (2.23 GiB at 100,000 pods when it
-            // was).
-            let b = fresh.decisions();
-            drop(fresh);
-            let a = engine.decisions();
-            let (ta, tb) = (Tally::of(&a, &live), Tally::of(&b, &live));
+            let a = held_sorted(&engine);
+            let mut a_hashes: Vec<u64> = a.iter().map(|d| stable_hash(*d)).collect();
+            a_hashes.sort_unstable();
+            let (ta, tb) = (Tally::of(a.iter().copied(), &live), fresh.tally);
+            let identical = a_hashes == fresh.hashes;
             let cost = if tb.launch_price_per_hour > 0.0 {
                 ta.launch_price_per_hour / tb.launch_price_per_hour
             } else {
                 1.0
             };
             cost_ratios.push(cost);
-            if a == b {
+            if identical {
                 agreeing += 1;
             }
             let is_sound = ta.unaccounted == 0 && ta.duplicated == 0;
@@ -423,7 +516,7 @@ fn run_changes(
                     i + 1,
                     ta.unaccounted,
                     ta.duplicated,
-                    describe_difference(&a, &b)
+                    describe_difference(&a, &fresh.hashes)
                 ));
             }
             println!(
@@ -431,7 +524,7 @@ fn run_changes(
                 i + 1,
                 scratch_us as f64 / 1e6,
                 if is_sound { "sound" } else { "UNSOUND" },
-                if a == b { " (identical)" } else { "" }
+                if identical { " (identical)" } else { "" }
             );
         }
         if (i + 1) % progress_every == 0 {
@@ -451,7 +544,7 @@ fn run_changes(
     } else {
         0.0
     };
-    let final_tally = Tally::of(&engine.decisions(), &live);
+    let final_tally = Tally::of(held_sorted(&engine), &live);
     let per_change = |n: usize| {
         if settings.changes > 0 {
             n as f64 / settings.changes as f64

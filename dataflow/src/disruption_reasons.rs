@@ -83,7 +83,9 @@ pub enum Blocker {
         savings_share: i64,
         disruption_share: i64,
     },
-    /// Consolidatable, but another consolidation runs first (one command at a time).
+    /// Consolidatable, but another consolidation goes first: one command at a time, and none
+    /// counts on a NodeClaim another launched that is not initialized yet (Karpenter's
+    /// `UninitializedNodeError`, when the pods that need a new NodeClaim would land on one).
     Waiting,
 }
 
@@ -251,7 +253,7 @@ impl fmt::Display for Blocker {
             ),
             Blocker::Waiting => write!(
                 f,
-                "waiting: one consolidation command at a time, as Karpenter"
+                "waiting: one consolidation command at a time, none counting on a NodeClaim not yet initialized, as Karpenter"
             ),
         }
     }

@@ -230,6 +230,11 @@ impl<'a> Evaluation<'a> {
                 nodeclaim: nodeclaim.to_string(),
             });
         }
+        Self::all_placed(out)
+    }
+
+    /// Whether every pod of a simulation has a place, on an existing node or a new NodeClaim.
+    fn all_placed(out: &Simulation) -> Result<(), Blocker> {
         match out.failures().first() {
             Some(f) => Err(Blocker::PodsWouldNotFit {
                 pods: f.count,

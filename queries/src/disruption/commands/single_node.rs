@@ -42,9 +42,12 @@ pub(super) struct Check {
     /// [`super::World::new_context`] with the spot-to-spot gate, when the outcome read the NodePools.
     /// A delete reads none of it, so a price change leaves most outcomes standing.
     pools: Option<u64>,
-    /// [`super::World::in_flight_hash`], when the existing nodes left pods over that an in-flight
-    /// NodeClaim might take.
+    /// [`super::World::in_flight_hash`], when the outcome was a consolidation that pods left over
+    /// for new NodeClaims could make wait on an in-flight NodeClaim. A blocker found first
+    /// reads none of it, so it stands while NodeClaims come and go.
     in_flight: Option<u64>,
+    /// [`super::World::counted_hash`], when the outcome stood on a whole-cluster run.
+    counted: Option<u64>,
     reads: Reads,
     /// The existing-node walk it stood on, kept alive while the check is.
     walk: Option<u64>,
@@ -56,6 +59,7 @@ pub(super) struct Read {
     reads: Reads,
     pools: bool,
     in_flight: bool,
+    counted: bool,
     walk: Option<u64>,
 }
 
@@ -233,6 +237,7 @@ impl<'a> Evaluation<'a> {
                 && check
                     .in_flight
                     .is_none_or(|h| h == self.world.in_flight_hash)
+                && check.counted.is_none_or(|h| h == self.world.counted_hash)
                 && self.world.unchanged(&check.reads, &self.taken)
             {
                 if check.price != c.price {
@@ -266,6 +271,7 @@ impl<'a> Evaluation<'a> {
                 price: c.price,
                 pools: read.pools.then(pools),
                 in_flight: read.in_flight.then_some(self.world.in_flight_hash),
+                counted: read.counted.then_some(self.world.counted_hash),
                 reads: read.reads,
                 walk: read.walk,
                 outcome,
@@ -296,16 +302,17 @@ impl<'a> Evaluation<'a> {
             return (Err(Blocker::PriceUnknown), None);
         };
         let out = self.simulation_with(&[c], may_replace);
-        let reads = Some(Read {
+        let mut read = Read {
             reads: out.reads,
             pools: out.reads_pools,
-            in_flight: out.reads_in_flight,
+            in_flight: false,
+            counted: out.reads_counted,
             walk: out.walk,
-        });
-        if let Err(why) = Self::workable(&out) {
-            return (Err(why), reads);
+        };
+        if let Err(why) = Self::all_placed(&out) {
+            return (Err(why), Some(read));
         }
-        let outcome = match out.launches() {
+        let mut outcome = match out.launches() {
             [] => Ok((Rc::new(Vec::new()), price.0)),
             // Narrowing only drops types and offerings, so a launch that is not cheaper at its
             // cheapest never becomes so: no need to copy it to find out.
@@ -343,6 +350,17 @@ impl<'a> Evaluation<'a> {
             }
             more => Err(Blocker::NeedsNewNodes { count: more.len() }),
         };
-        (outcome, reads)
+        // Only a consolidation that works otherwise waits on an in-flight NodeClaim (Karpenter's
+        // `UninitializedNodeError`): a candidate that needs two NodeClaims, or no cheaper one,
+        // says so whatever NodeClaims are launching, so its listing does not flip to this and
+        // back as every other command launches and initializes its replacement. It waits as an
+        // option not chosen does, until that NodeClaim is up.
+        if outcome.is_ok() && out.reads_in_flight {
+            read.in_flight = true;
+            if out.uninitialized_destination().is_some() {
+                outcome = Err(Blocker::Waiting);
+            }
+        }
+        (outcome, Some(read))
     }
 }

@@ -55,13 +55,16 @@ pub struct World<'a> {
     pub others: Vec<&'a NodeState>,
     /// In-flight NodeClaims that could take pods once initialized, in name order.
     in_flight: Vec<&'a NodeState>,
-    /// The other non-destinations with pods (cordoned, deleting, disrupting), as nodes that take
-    /// none: a whole-cluster run counts their pods in zone-like spread and affinity domains, as
-    /// Karpenter's `topology.go` counts every bound pod, wherever its node stands.
+    /// The other non-destinations with pods (cordoned, deleting, disrupting) and the in-flight
+    /// NodeClaims, as nodes that take none: a whole-cluster run counts their pods in zone-like
+    /// spread and affinity domains, as Karpenter's `topology.go` counts every bound pod,
+    /// wherever its node stands.
     counted: Vec<NodeState>,
-    /// A hash of the in-flight NodeClaims' states and of the counted nodes: while it stands, so
-    /// does every answer about them.
+    /// A hash of the in-flight NodeClaims' states: while it stands, so does every answer about
+    /// whether pods would land on one.
     pub in_flight_hash: u64,
+    /// A hash of the counted nodes: while it stands, so does every whole-cluster run.
+    pub counted_hash: u64,
     /// Free room on each destination (allocatable − used), in the same order.
     pub free: Vec<Resources>,
     /// A hash of everything about each destination the solver reads.
@@ -115,8 +118,11 @@ pub struct Simulation {
     /// An in-flight NodeClaim that would take some of the pods the existing nodes leave over.
     uninitialized: Option<String>,
     /// Whether the answer read the in-flight NodeClaims (the existing nodes left pods over): if
-    /// so it also depends on [`World::in_flight_hash`].
+    /// so its `uninitialized` also depends on [`World::in_flight_hash`].
     pub reads_in_flight: bool,
+    /// Whether the answer read the counted nodes (a whole-cluster run): if so it also depends on
+    /// [`World::counted_hash`].
+    pub reads_counted: bool,
 }
 
 /// Which existing nodes a simulation read: the first `covered` chunks, whose nodes hashed to
@@ -279,7 +285,10 @@ impl<'a> World<'a> {
             .collect();
         let counted: Vec<NodeState> = others
             .iter()
-            .filter(|n| !n.pods.is_empty() && !in_flight.iter().any(|f| f.node.name == n.node.name))
+            .filter(|n| {
+                let flying = in_flight.iter().any(|f| f.node.name == n.node.name);
+                flying || !n.pods.is_empty()
+            })
             .map(|n| {
                 let mut n = (*n).clone();
                 // The solver places nothing on an unschedulable node but counts its pods.
@@ -287,7 +296,8 @@ impl<'a> World<'a> {
                 n
             })
             .collect();
-        let in_flight_hash = stable_hash(&(&in_flight, &counted));
+        let in_flight_hash = stable_hash(&in_flight);
+        let counted_hash = stable_hash(&counted);
         let chunks = chunks(&ends, &free, &fingerprints);
         let compat_hashes = classes
             .iter()
@@ -335,6 +345,7 @@ impl<'a> World<'a> {
             in_flight,
             counted,
             in_flight_hash,
+            counted_hash,
             free,
             fingerprints,
             compat_hashes,
@@ -491,15 +502,31 @@ impl<'a> World<'a> {
                 &class_key,
                 &destinations_key,
                 self.pools_hash,
-                self.in_flight_hash,
+                self.counted_hash,
             ));
             let existing = Memo::get_or(self.memo, "full", key, || {
                 self.solve_whole(&classes, &useful)
             });
-            let uninitialized = existing
-                .placements
+            // As for the runs below: would an in-flight NodeClaim take any of the pods that go
+            // on new NodeClaims or nowhere? Karpenter's scheduler would try it first.
+            let launched: BTreeSet<&str> =
+                existing.launches.iter().map(|l| l.name.as_str()).collect();
+            let mut unplaced: BTreeMap<ClassId, i64> = BTreeMap::new();
+            for p in &existing.placements {
+                if launched.contains(p.target.as_str()) {
+                    *unplaced.entry(p.class).or_insert(0) += p.count;
+                }
+            }
+            for f in &existing.failures {
+                *unplaced.entry(f.class).or_insert(0) += f.count;
+            }
+            let rest: Vec<_> = classes
                 .iter()
-                .find_map(|p| self.in_flight_nodeclaim(&p.target));
+                .filter_map(|&(id, class, compat, _)| {
+                    unplaced.get(&id).map(|&n| (id, class, compat, n))
+                })
+                .collect();
+            let uninitialized = self.in_flight_run(&rest);
             let covered = self.chunks.len();
             return Simulation {
                 existing,
@@ -508,7 +535,8 @@ impl<'a> World<'a> {
                 reads_pools: true,
                 walk: None,
                 uninitialized,
-                reads_in_flight: true,
+                reads_in_flight: !rest.is_empty(),
+                reads_counted: true,
             };
         }
         // Without zone-like spread or any affinity, the solver tries every existing node before
@@ -539,6 +567,7 @@ impl<'a> World<'a> {
                 walk: Some(walk),
                 uninitialized,
                 reads_in_flight,
+                reads_counted: false,
             };
         }
         let key = stable_hash(&(
@@ -558,6 +587,7 @@ impl<'a> World<'a> {
             walk: Some(walk),
             uninitialized,
             reads_in_flight,
+            reads_counted: false,
         }
     }
 
@@ -775,21 +805,17 @@ impl<'a> World<'a> {
         keyed(classes, &self.existing_hashes)
     }
 
-    /// The whole-cluster run: the initialized destinations, then the in-flight NodeClaims (as
-    /// Karpenter's scheduler orders existing nodes, `sortExistingNodes` in `scheduler.go`; the
-    /// solver fills its nodes in the order given before it opens a NodeClaim), then new
-    /// NodeClaims; the counted nodes take no pods but their pods count in spread domains.
+    /// The whole-cluster run: the initialized destinations, then new NodeClaims; the counted
+    /// nodes, the in-flight NodeClaims among them, take no pods but their pods count in spread
+    /// domains. Karpenter's scheduler would try the in-flight NodeClaims before it opens one
+    /// (`sortExistingNodes` in `scheduler.go`), but a graceful command that needs them waits
+    /// anyway ([`Simulation::uninitialized_destination`], found apart), so leaving them out
+    /// changes no command and keeps the run standing while NodeClaims come and go.
     fn solve_whole(&self, classes: &[SimClass<'a>], destinations: &[usize]) -> SolverOutput {
         let mut nodes: Vec<&NodeState> =
             destinations.iter().map(|&i| self.destinations[i]).collect();
-        nodes.extend(self.in_flight.iter().copied());
         nodes.extend(self.counted.iter());
-        let in_nodes: BTreeSet<&str> = self
-            .in_flight
-            .iter()
-            .map(|n| n.node.name.as_str())
-            .chain(self.counted.iter().map(|n| n.node.name.as_str()))
-            .collect();
+        let in_nodes: BTreeSet<&str> = self.counted.iter().map(|n| n.node.name.as_str()).collect();
         // `destinations` are all those not removed, so only the others are left to count against
         // NodePool limits.
         let bystanders: Vec<&NodeState> = self
@@ -846,8 +872,7 @@ impl<'a> World<'a> {
 /// the counted nodes — indexed in name order once per evaluation (see [`SharedNodes`]).
 #[derive(Default)]
 struct Shared {
-    /// The nodes in name order, as positions in the list of destinations, then in-flight
-    /// NodeClaims, then counted nodes.
+    /// The nodes in name order, as positions in the list of destinations, then counted nodes.
     order: std::cell::OnceCell<Vec<u32>>,
     /// Each node's index (its place in name order), by its address.
     index: std::cell::OnceCell<HashMap<usize, u32>>,
@@ -870,7 +895,6 @@ impl World<'_> {
             .iter()
             .copied()
             .zip(self.fingerprints.iter().copied().map(Some))
-            .chain(self.in_flight.iter().map(|n| (*n, None)))
             .chain(self.counted.iter().map(|n| (n, None)))
             .collect();
         let order = self.shared.order.get_or_init(|| {
@@ -979,7 +1003,7 @@ impl SharedNodes for World<'_> {
 
     fn matches(&self, reqs: &Requirements) -> LabelMatches {
         let key = stable_hash(reqs);
-        let len = self.destinations.len() + self.in_flight.len() + self.counted.len();
+        let len = self.destinations.len() + self.counted.len();
         Rc::clone(
             self.shared
                 .matches
