@@ -9,7 +9,7 @@
 use crate::actuator::{ActuationSettings, Actuator};
 use crate::batching::{Batch, BatchWindow};
 use dovetail_dataflow::backend::{Cloud, Cluster};
-use dovetail_dataflow::decisions::Decision;
+use dovetail_dataflow::decisions::{Decision, Disruption};
 use dovetail_dataflow::engine::{Engine, EngineError, QueryBuilder};
 use dovetail_dataflow::fact_set::FactSet;
 use dovetail_dataflow::facts::{object_key, Fact};
@@ -282,4 +282,81 @@ fn log_many_diffs(now: i64, diffs: &[(Decision, isize)]) {
         other,
         "epoch with many decision diffs"
     );
+    if tracing::enabled!(tracing::Level::DEBUG) {
+        tracing::debug!(now, moves = ?listing_moves(diffs), "listings moved");
+    }
+}
+
+/// How blocked candidates' listings moved in an epoch, node by node: "from->to" by blocker kind
+/// (`-` for no listing, `Chosen` for a node in a command), with how many nodes moved so. A
+/// listing whose blocker kept its kind but changed its numbers (a count, a price) counts as
+/// "kind->kind".
+fn listing_moves(diffs: &[(Decision, isize)]) -> BTreeMap<String, usize> {
+    let kind = |d: &Disruption| match &d.blocked_by {
+        Some(b) => b.kind(),
+        None => "Chosen",
+    };
+    let mut by_node: BTreeMap<&str, (&str, &str)> = BTreeMap::new();
+    for (d, r) in diffs {
+        if let Decision::Disruption(d) = d {
+            let e = by_node.entry(d.node.as_str()).or_insert(("-", "-"));
+            if *r > 0 {
+                e.1 = kind(d);
+            } else {
+                e.0 = kind(d);
+            }
+        }
+    }
+    let mut moves = BTreeMap::new();
+    for (from, to) in by_node.into_values() {
+        *moves.entry(format!("{from}->{to}")).or_insert(0) += 1;
+    }
+    moves
+}
+
+#[cfg(test)]
+mod tests {
+    use super::listing_moves;
+    use dovetail_dataflow::decisions::{Decision, Disruption, DisruptionReason};
+    use dovetail_dataflow::disruption_reasons::Blocker;
+    use dovetail_dataflow::model::Price;
+
+    fn listing(node: &str, why: Option<Blocker>) -> Decision {
+        Decision::Disruption(Disruption {
+            node: node.to_string(),
+            nodeclaim: None,
+            nodepool: "default".to_string(),
+            reason: DisruptionReason::Underutilized,
+            command: why.is_none().then(|| "cmd-1".to_string()),
+            replacements: Vec::new(),
+            savings_per_hour: Price(0),
+            blocked_by: why.map(Box::new),
+        })
+    }
+
+    #[test]
+    fn listing_moves_pair_each_nodes_old_and_new_blocker_by_kind() {
+        let diffs = vec![
+            (listing("a", Some(Blocker::Waiting)), -1),
+            (listing("a", Some(Blocker::NeedsNewNodes { count: 2 })), 1),
+            (listing("b", Some(Blocker::NeedsNewNodes { count: 4 })), -1),
+            (listing("b", Some(Blocker::NeedsNewNodes { count: 2 })), 1),
+            (listing("c", Some(Blocker::NeedsNewNodes { count: 3 })), -1),
+            (listing("c", Some(Blocker::NeedsNewNodes { count: 5 })), 1),
+            (listing("d", Some(Blocker::Waiting)), -1),
+            (listing("e", None), 1),
+            (Decision::LowerBound(Price(1)), 1),
+        ];
+        let moves = listing_moves(&diffs);
+        let got: Vec<(&str, usize)> = moves.iter().map(|(k, n)| (k.as_str(), *n)).collect();
+        assert_eq!(
+            got,
+            [
+                ("-->Chosen", 1),
+                ("NeedsNewNodes->NeedsNewNodes", 2),
+                ("Waiting->-", 1),
+                ("Waiting->NeedsNewNodes", 1),
+            ]
+        );
+    }
 }

@@ -159,6 +159,36 @@ impl fmt::Display for ActiveBudget {
     }
 }
 
+impl Blocker {
+    /// The variant's name, without its objects and numbers: for counting kinds of blocker.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Blocker::NodeDoNotDisrupt { .. } => "NodeDoNotDisrupt",
+            Blocker::PodDoNotDisrupt { .. } => "PodDoNotDisrupt",
+            Blocker::Pdb { .. } => "Pdb",
+            Blocker::ManyPdbs { .. } => "ManyPdbs",
+            Blocker::ConsolidateNever { .. } => "ConsolidateNever",
+            Blocker::WhenEmpty { .. } => "WhenEmpty",
+            Blocker::ConsolidateAfter { .. } => "ConsolidateAfter",
+            Blocker::Budget { .. } => "Budget",
+            Blocker::PriceUnknown => "PriceUnknown",
+            Blocker::PodsWouldNotFit { .. } => "PodsWouldNotFit",
+            Blocker::NeedsNewNodes { .. } => "NeedsNewNodes",
+            Blocker::NotCheaper { .. } => "NotCheaper",
+            Blocker::UninitializedDestination { .. } => "UninitializedDestination",
+            Blocker::NoCheaperPlace { .. } => "NoCheaperPlace",
+            Blocker::NoCheaperType { .. } => "NoCheaperType",
+            Blocker::TooFewCheaperTypes { .. } => "TooFewCheaperTypes",
+            Blocker::NoOffering => "NoOffering",
+            Blocker::NodePoolGone { .. } => "NodePoolGone",
+            Blocker::SpotToSpotDisabled => "SpotToSpotDisabled",
+            Blocker::SpotToSpotTooFewTypes { .. } => "SpotToSpotTooFewTypes",
+            Blocker::Balanced { .. } => "Balanced",
+            Blocker::Waiting => "Waiting",
+        }
+    }
+}
+
 impl fmt::Display for Blocker {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         const DND: &str = "karpenter.sh/do-not-disrupt";

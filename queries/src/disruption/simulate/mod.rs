@@ -809,8 +809,12 @@ impl<'a> World<'a> {
     /// nodes, the in-flight NodeClaims among them, take no pods but their pods count in spread
     /// domains. Karpenter's scheduler would try the in-flight NodeClaims before it opens one
     /// (`sortExistingNodes` in `scheduler.go`), but a graceful command that needs them waits
-    /// anyway ([`Simulation::uninitialized_destination`], found apart), so leaving them out
-    /// changes no command and keeps the run standing while NodeClaims come and go.
+    /// anyway ([`Simulation::uninitialized_destination`], found apart on the pods this run puts
+    /// on new NodeClaims), so leaving them out keeps the run standing while NodeClaims come and
+    /// go. It differs where a spread over the in-flight NodeClaims alone refuses a pod this run
+    /// would have put there: that command goes, with its own replacement, counting on no
+    /// in-flight capacity; and a forceful command launches for pods the in-flight NodeClaims
+    /// could have taken, as it did already where no whole-cluster run is needed.
     fn solve_whole(&self, classes: &[SimClass<'a>], destinations: &[usize]) -> SolverOutput {
         let mut nodes: Vec<&NodeState> =
             destinations.iter().map(|&i| self.destinations[i]).collect();
