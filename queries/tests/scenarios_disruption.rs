@@ -2621,31 +2621,21 @@ fn waits_for_the_in_flight_nodeclaim(pod: &str) {
     );
 }
 
-/// A pod labelled `app: pair` bound to `node`, that keeps off any node with another such pod
-/// (required hostname anti-affinity).
+/// A pod bound to `node` that keeps off any node with another of the pair `pair-1`, `pair-2`
+/// (required hostname anti-affinity over their `app` labels).
 fn pair_pod(name: &str, node: &str) -> String {
-    format!(
-        r#"
-apiVersion: v1
-kind: Pod
-metadata:
-  name: {name}
-  namespace: default
-  labels: {{app: pair}}
-  ownerReferences: [{{apiVersion: apps/v1, kind: ReplicaSet, name: pair, uid: u, controller: true}}]
-spec:
-  nodeName: {node}
-  affinity:
+    let anti_affinity = "  affinity:
     podAntiAffinity:
       requiredDuringSchedulingIgnoredDuringExecution:
-        - {{topologyKey: kubernetes.io/hostname, labelSelector: {{matchLabels: {{app: pair}}}}}}
-  containers:
-    - name: app
-      image: app
-      resources:
-        requests: {{cpu: "2500m", memory: "4Gi"}}
----
-"#
+        - {topologyKey: kubernetes.io/hostname, labelSelector: {matchExpressions: [{key: app, operator: In, values: [pair-1, pair-2]}]}}";
+    bound_pod_with(
+        name,
+        node,
+        "2500m",
+        "4Gi",
+        Some("ReplicaSet"),
+        "",
+        anti_affinity,
     )
 }
 
