@@ -345,14 +345,13 @@ fn scratch_in_child(
     serde_json::from_slice(&out.stdout).context("the from-scratch child's report")
 }
 
-/// The engine's current decisions, sorted, borrowed rather than copied.
-fn held_sorted(engine: &Started) -> Vec<&Decision> {
-    let mut out: Vec<&Decision> = engine
+/// The engine's current decisions, borrowed rather than copied, in no order (the tallies and
+/// the sorted hashes need none).
+fn held(engine: &Started) -> Vec<&Decision> {
+    engine
         .held_decisions()
         .flat_map(|(d, r)| std::iter::repeat_n(d, r.max(0) as usize))
-        .collect();
-    out.sort();
-    out
+        .collect()
 }
 
 /// How the incremental engine's decisions differ from the from-scratch child's, which sent
@@ -403,7 +402,7 @@ pub fn run(settings: &Settings) -> Result<Results> {
                 .collect();
             let (engine, start_ms, us) = from_scratch(layout, &pods, settings.nodepools)?;
             let seconds = us as f64 / 1e6;
-            let tally = Tally::of(held_sorted(&engine), &pods);
+            let tally = Tally::of(held(&engine), &pods);
             println!(
                 "cold {size} pods, {layout}: {seconds:.3} s ({:.0} pods/s); {} launches, {} bound, {} unschedulable, {} unaccounted",
                 size as f64 / seconds,
@@ -493,7 +492,7 @@ fn run_changes(
             let scratch_us = fresh.micros;
             scratch.saturating_record(scratch_us);
             checks += 1;
-            let a = held_sorted(&engine);
+            let a = held(&engine);
             let mut a_hashes: Vec<u64> = a.iter().map(|d| stable_hash(*d)).collect();
             a_hashes.sort_unstable();
             let (ta, tb) = (Tally::of(a.iter().copied(), &live), fresh.tally);
@@ -544,7 +543,7 @@ fn run_changes(
     } else {
         0.0
     };
-    let final_tally = Tally::of(held_sorted(&engine), &live);
+    let final_tally = Tally::of(held(&engine), &live);
     let per_change = |n: usize| {
         if settings.changes > 0 {
             n as f64 / settings.changes as f64

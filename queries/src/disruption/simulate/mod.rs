@@ -509,24 +509,12 @@ impl<'a> World<'a> {
             });
             // As for the runs below: would an in-flight NodeClaim take any of the pods that go
             // on new NodeClaims or nowhere? Karpenter's scheduler would try it first.
-            let launched: BTreeSet<&str> =
-                existing.launches.iter().map(|l| l.name.as_str()).collect();
-            let mut unplaced: BTreeMap<ClassId, i64> = BTreeMap::new();
-            for p in &existing.placements {
-                if launched.contains(p.target.as_str()) {
-                    *unplaced.entry(p.class).or_insert(0) += p.count;
-                }
-            }
-            for f in &existing.failures {
-                *unplaced.entry(f.class).or_insert(0) += f.count;
-            }
-            let rest: Vec<_> = classes
-                .iter()
-                .filter_map(|&(id, class, compat, _)| {
-                    unplaced.get(&id).map(|&n| (id, class, compat, n))
-                })
-                .collect();
-            let uninitialized = self.in_flight_run(&rest);
+            let leaves_pods = !existing.launches.is_empty() || !existing.failures.is_empty();
+            let uninitialized = if leaves_pods && !self.in_flight.is_empty() {
+                self.in_flight_run(&not_on_existing_nodes(&existing, &classes))
+            } else {
+                None
+            };
             let covered = self.chunks.len();
             return Simulation {
                 existing,
@@ -535,7 +523,7 @@ impl<'a> World<'a> {
                 reads_pools: true,
                 walk: None,
                 uninitialized,
-                reads_in_flight: !rest.is_empty(),
+                reads_in_flight: leaves_pods,
                 reads_counted: true,
             };
         }
@@ -1016,6 +1004,24 @@ impl SharedNodes for World<'_> {
                 .or_insert_with(|| Rc::new(RefCell::new(vec![None; len]))),
         )
     }
+}
+
+/// The pods of a whole-cluster run that went on new NodeClaims or nowhere, by class.
+fn not_on_existing_nodes<'a>(out: &SolverOutput, classes: &[SimClass<'a>]) -> Vec<SimClass<'a>> {
+    let launched: BTreeSet<&str> = out.launches.iter().map(|l| l.name.as_str()).collect();
+    let mut left: BTreeMap<ClassId, i64> = BTreeMap::new();
+    for p in &out.placements {
+        if launched.contains(p.target.as_str()) {
+            *left.entry(p.class).or_insert(0) += p.count;
+        }
+    }
+    for f in &out.failures {
+        *left.entry(f.class).or_insert(0) += f.count;
+    }
+    classes
+        .iter()
+        .filter_map(|&(id, class, compat, _)| left.get(&id).map(|&n| (id, class, compat, n)))
+        .collect()
 }
 
 /// How many of the node's pods the group counts.
