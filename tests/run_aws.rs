@@ -99,7 +99,10 @@ fn a_run_launches_real_instances_for_pending_pods_and_collects_a_leaked_one() {
         serde_json::from_str(&std::fs::read_to_string(&summary_path).expect("a summary"))
             .expect("the summary is JSON");
 
-    assert_eq!(summary["pods"]["pending"], 0, "{summary:#}");
+    assert_eq!(
+        summary["pods"]["pending"], 0,
+        "{summary:#}\ndovetail's log:\n{stderr}"
+    );
     assert_eq!(summary["pods"]["bound"], 3, "{summary:#}");
     let launched = summary["instances"]["launched"].as_u64().unwrap_or(0);
     assert!(launched >= 1, "{summary:#}");

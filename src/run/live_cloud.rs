@@ -4,6 +4,7 @@
 //! (selector terms and the catalogue again, unused launch templates and instance profiles), and
 //! the interruption queue.
 
+use super::catalog_refresh::CatalogRefresh;
 use super::setup::{self, Ec2};
 use super::RunArgs;
 use anyhow::Result;
@@ -169,9 +170,8 @@ pub(crate) struct AwsLive {
     runtime: tokio::runtime::Handle,
     kubernetes_version: Option<String>,
     nodeclass_refresh_ms: i64,
-    catalog_refresh_ms: i64,
     last_resolve_ms: i64,
-    last_catalog_ms: i64,
+    catalog_refresh: CatalogRefresh,
     queue: Receiver<Interruption>,
     pub(crate) queue_stats: Option<Arc<InterruptionQueue>>,
     stop: Arc<AtomicBool>,
@@ -199,9 +199,8 @@ impl AwsLive {
             runtime: runtime.handle().clone(),
             kubernetes_version: args.kubernetes_version.clone(),
             nodeclass_refresh_ms: args.nodeclass_refresh_ms,
-            catalog_refresh_ms: args.catalog_refresh_ms,
             last_resolve_ms: now_ms,
-            last_catalog_ms: now_ms,
+            catalog_refresh: CatalogRefresh::new(args.catalog_refresh_ms, now_ms),
             queue,
             queue_stats,
             stop,
@@ -279,28 +278,16 @@ impl LiveCloud for AwsLive {
                 }
             }
         }
-        if now_ms.saturating_sub(self.last_catalog_ms) >= self.catalog_refresh_ms {
-            self.last_catalog_ms = now_ms;
-            let found = self
-                .runtime
-                .block_on(dovetail_aws::discovery::discover_catalog(
-                    &self.ec2.clients.ec2,
-                    &self.ec2.calls,
-                    &self.ec2.clients.region,
-                ));
-            match found {
-                Ok(found) => {
-                    self.cloud.set_catalog(&found.catalog);
-                    control
-                        .actuator_mut()
-                        .set_instance_types(crate::replay::world::region_types(&found.catalog));
-                    *catalog = Arc::new(found.catalog);
-                    changed = true;
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "discovering the catalogue again failed; keeping the last one")
-                }
-            }
+        if let Some(found) =
+            self.catalog_refresh
+                .poll(now_ms, &self.runtime, &self.ec2.clients, &self.ec2.calls)
+        {
+            self.cloud.set_catalog(&found.catalog);
+            control
+                .actuator_mut()
+                .set_instance_types(crate::replay::world::region_types(&found.catalog));
+            *catalog = Arc::new(found.catalog);
+            changed = true;
         }
         changed
     }

@@ -5,6 +5,7 @@
 //! server with the simulated cloud playing kubelet (see `kube.rs`).
 
 mod args;
+mod catalog_refresh;
 mod explain;
 mod http;
 mod kube;
@@ -22,6 +23,7 @@ use anyhow::{Context, Result};
 use dovetail_actuate::driver::Clock;
 use dovetail_actuate::POLL_INTERVAL_MS;
 use dovetail_aws::Ec2Cloud;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How many epochs one instant may take while acting changes what the engine must be told.
@@ -61,7 +63,7 @@ fn run_aws_sim(args: &RunArgs, runtime: &tokio::runtime::Runtime) -> Result<RunS
     let w = &mut live.world;
     let mut last_gc = i64::MIN;
     let mut last_resolve = live.clock.now_ms();
-    let mut last_catalog = last_resolve;
+    let mut catalog = catalog_refresh::CatalogRefresh::new(args.catalog_refresh_ms, last_resolve);
     let mut last_progress = Instant::now();
     loop {
         let now = live.clock.now_ms();
@@ -95,9 +97,9 @@ fn run_aws_sim(args: &RunArgs, runtime: &tokio::runtime::Runtime) -> Result<RunS
                 tracing::warn!(error = %e, "deleting unused instance profiles failed");
             }
         }
-        if now.saturating_sub(last_catalog) >= args.catalog_refresh_ms {
-            last_catalog = now;
-            setup::refresh_catalog(w, runtime, &live.clients, &live.calls)?;
+        if let Some(found) = catalog.poll(now, runtime.handle(), &live.clients, &live.calls) {
+            w.cloud.set_catalog(&found.catalog);
+            w.set_catalog(Arc::new(found.catalog))?;
         }
         w.peak_nodes = w.peak_nodes.max(w.alive_nodes());
         if last_progress.elapsed() >= Duration::from_secs(5) {

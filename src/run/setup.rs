@@ -247,24 +247,3 @@ pub(crate) fn refresh_nodeclasses(
     }
     Ok(())
 }
-
-/// Discovers the region's catalogue again (Karpenter: instance types and prices every 12 h):
-/// new types, zones and spot prices reach the engine as changed instance-type facts and the
-/// cloud's price list. A failure keeps the catalogue last discovered.
-pub(crate) fn refresh_catalog(
-    w: &mut LiveWorld,
-    runtime: &tokio::runtime::Runtime,
-    clients: &Clients,
-    calls: &Calls,
-) -> Result<()> {
-    match runtime.block_on(discover_catalog(&clients.ec2, calls, &clients.region)) {
-        Ok(found) => {
-            w.cloud.set_catalog(&found.catalog);
-            w.set_catalog(Arc::new(found.catalog))?;
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "discovering the catalogue again failed; keeping the last one")
-        }
-    }
-    Ok(())
-}
