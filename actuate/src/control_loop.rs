@@ -188,6 +188,11 @@ impl ControlLoop {
         }
         self.take_actuation_facts();
         let changes = self.facts.take_changes();
+        let changed = if tracing::enabled!(tracing::Level::DEBUG) {
+            fact_kinds(&changes)
+        } else {
+            BTreeMap::new()
+        };
         let at = (now.max(0) as u64).max(self.engine.epoch());
         let started = Instant::now();
         let mut diffs = Vec::new();
@@ -212,6 +217,9 @@ impl ControlLoop {
         let _ = self.decision_diffs.record(diffs.len() as u64);
         if diffs.len() > MANY_DIFFS {
             log_many_diffs(now, &diffs);
+        }
+        if micros > SLOW_EPOCH_MICROS {
+            tracing::debug!(now, micros, diffs = diffs.len(), ?changed, "slow epoch");
         }
         self.last_advance_ms = now;
         Ok(diffs)
@@ -257,6 +265,21 @@ impl ControlLoop {
 /// Issue 20's budget of decision diffs per change: an epoch above it is logged (debug) with
 /// what kinds of decision moved, so a replay can tell which query spends it.
 const MANY_DIFFS: usize = 100;
+
+/// Issue 20's bound on an epoch's engine update: a slower one is logged (debug) with the kinds
+/// of fact that changed in it.
+const SLOW_EPOCH_MICROS: u64 = 50_000;
+
+/// How many facts of each kind (the first word of [`Fact::describe`]) an epoch changes.
+fn fact_kinds(changes: &[(Fact, isize)]) -> BTreeMap<String, usize> {
+    let mut kinds = BTreeMap::new();
+    for (f, _) in changes {
+        let d = f.describe();
+        let kind = d.split_once(' ').map_or(d.as_str(), |(k, _)| k).to_string();
+        *kinds.entry(kind).or_insert(0) += 1;
+    }
+    kinds
+}
 
 fn log_many_diffs(now: i64, diffs: &[(Decision, isize)]) {
     let (mut bindings, mut launches, mut unschedulable) = (0u64, 0u64, 0u64);

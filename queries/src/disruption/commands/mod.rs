@@ -66,6 +66,15 @@ use std::hash::BuildHasher;
 
 /// Karpenter's cap on candidates in one multi-node command.
 pub const MAX_MULTI_NODE: usize = 100;
+/// How much re-checking of single-node outcomes that stood on a whole-cluster run one
+/// evaluation does, in nodes simulated (a run over every destination costs their number).
+/// A pod with a zone spread or an affinity reads the whole cluster, so every change anywhere
+/// makes such an outcome stale; at 1,200 nodes re-checking ~600 of them cost ~0.5 s per
+/// evaluation. Past this much, a stale outcome stands until its turn comes in a later
+/// evaluation (each starts where the last stopped), and one chosen as the command is checked
+/// again first. Karpenter bounds the same work by time (single-node consolidation gives up
+/// after 3 minutes and starts over at its next poll); a count keeps replays deterministic.
+pub const WHOLE_RECHECK_NODES: usize = 12_000;
 /// Spot-to-spot replacement needs at least this many cheaper instance types.
 pub const MIN_SPOT_TO_SPOT_TYPES: usize = 15;
 /// The feature gate that allows spot-to-spot replacement.
@@ -97,6 +106,21 @@ struct Evaluation<'a> {
     priced: PricedLaunches,
     /// Single-node outcomes that stood (for the debug log).
     check_hits: std::cell::Cell<u64>,
+    /// Nodes simulated by this evaluation's whole-cluster single-node re-checks (see
+    /// [`WHOLE_RECHECK_NODES`]).
+    whole_spent: std::cell::Cell<usize>,
+    /// Candidates whose stale whole-cluster outcome stood this evaluation, past the budget,
+    /// with whether a replacement was plausible (to check them again if chosen).
+    deferred: RefCell<FxHashMap<&'a str, bool>>,
+    /// The first of them in this evaluation's order: where the next one starts.
+    first_deferred: std::cell::Cell<Option<&'a str>>,
+    /// The candidate single-node consolidation starts from.
+    start_at: Option<&'a str>,
+    /// Whether multi-node consolidation has not run yet in this clock minute: with outcomes
+    /// deferred it runs once a minute, not every evaluation (see [`Evaluation::consolidate`]).
+    multi_due: bool,
+    /// Whether it ran in this evaluation.
+    multi_ran: bool,
     forced: BTreeMap<&'a str, &'a Forced>,
     budgets: BTreeMap<&'a str, Allowance>,
     /// Nodes of each NodePool this evaluation's commands disrupt (forceful ones included).
@@ -315,7 +339,15 @@ impl<'a> Evaluation<'a> {
     fn consolidate(&mut self, mut options: Vec<(&'a Slot, i64)>) {
         self.balanced_filter(&mut options);
         self.mark("balanced");
-        let multi = self.multi_node();
+        // Its binary search removes up to a hundred nodes per run, each run over the whole
+        // cluster when pods spread over zones: while single-node outcomes wait their turn, it
+        // too runs once per clock minute.
+        let multi = if self.multi_due || self.deferred.borrow().is_empty() {
+            self.multi_ran = true;
+            self.multi_node()
+        } else {
+            None
+        };
         self.mark("multi");
         let (chosen, waiting) = match multi {
             Some(cmd) => self.take_multi_node(cmd, &options),
@@ -406,6 +438,11 @@ struct Commands {
     commanded: HashMap<Decision, isize>,
     /// Evaluations so far.
     evaluation: u64,
+    /// The candidate the next evaluation's single-node consolidation starts from: the first
+    /// whose re-check the last one deferred.
+    cursor: Option<String>,
+    /// The clock minute multi-node consolidation last ran in.
+    multi_at: Option<i64>,
 }
 
 impl Maintained for Commands {
@@ -482,10 +519,21 @@ impl Maintained for Commands {
             taken: Taken::default(),
             now: parts.now,
             check_hits: std::cell::Cell::new(0),
+            whole_spent: std::cell::Cell::new(0),
+            deferred: RefCell::new(FxHashMap::default()),
+            first_deferred: std::cell::Cell::new(None),
+            start_at: self.cursor.as_deref(),
+            multi_due: self.multi_at != Some(parts.now),
+            multi_ran: false,
             phases,
         };
         eval.mark("world");
         eval.run();
+        let deferred = eval.deferred.borrow().len();
+        let cursor = eval.first_deferred.get().map(str::to_string);
+        if eval.multi_ran {
+            self.multi_at = Some(parts.now);
+        }
         let evaluation = self.evaluation;
         let candidates = eval.candidates.len();
         let mut commanded: HashMap<Decision, isize> = HashMap::new();
@@ -555,6 +603,7 @@ impl Maintained for Commands {
             simulations_run = m.misses,
             walks_reused = m.walk_hits,
             checks_reused = eval.check_hits.get(),
+            checks_deferred = deferred,
             runs = ?m.runs,
             phases = ?eval.phases.done,
             micros = eval.phases.started.elapsed().as_micros() as u64,
@@ -563,6 +612,8 @@ impl Maintained for Commands {
         drop(m);
         drop(eval);
         self.parts.listed = held_count;
+        self.parts.pending_checks = deferred > 0;
+        self.cursor = cursor;
     }
 }
 

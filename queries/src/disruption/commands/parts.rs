@@ -71,6 +71,10 @@ pub(super) struct Parts {
     /// Whether anything the evaluation reads changed since the last one: a tick that moves no
     /// candidate's cost needs none.
     pub dirty: bool,
+    /// Whether the last evaluation left stale outcomes for later (see
+    /// [`super::WHOLE_RECHECK_NODES`]): the next tick of the clock evaluates again, so a quiet
+    /// cluster still works through them.
+    pub pending_checks: bool,
 }
 
 /// A candidate (with its hash, computed as it changes) and what the query keeps about it
@@ -293,8 +297,9 @@ impl Parts {
             }
             let latest = self.clocks.iter().rev().find(|(_, n)| **n > 0);
             if let Some((&now, _)) = latest {
-                if now != self.now && self.advance_to(now) {
-                    self.dirty = true;
+                if now != self.now {
+                    let moved = self.advance_to(now);
+                    self.dirty |= moved || self.pending_checks;
                 }
             }
             return;

@@ -18,6 +18,7 @@ use dovetail_dataflow::stable_hash::stable_hash;
 use rustc_hash::FxHashMap;
 use std::borrow::Cow;
 use std::cell::RefCell;
+use std::ops::Bound::{Excluded, Included, Unbounded};
 use std::rc::Rc;
 
 /// A single-node consolidation outcome: the replacement launches and the savings, or why not.
@@ -83,9 +84,17 @@ impl<'a> Evaluation<'a> {
     /// The candidates with pods that single-node consolidation could take, with their savings;
     /// the others past `consolidateAfter` are listed with what keeps them, so that every such
     /// candidate says why.
+    ///
+    /// Candidates are visited from where the last evaluation's re-checks stopped (see
+    /// [`super::WHOLE_RECHECK_NODES`]), so every stale outcome gets its turn.
     pub(super) fn single_node_options(&mut self) -> Vec<(&'a Slot, i64)> {
         let mut options: Vec<(&'a Slot, i64)> = Vec::new();
-        for c in self.candidates.values() {
+        let candidates: &'a std::collections::BTreeMap<String, Slot> = self.candidates;
+        let start = self.start_at.unwrap_or("");
+        let from_start = candidates
+            .range::<str, _>((Included(start), Unbounded))
+            .chain(candidates.range::<str, _>((Unbounded, Excluded(start))));
+        for (_, c) in from_start {
             if c.disrupting
                 || c.pods.is_empty()
                 || !c.consolidatable
@@ -108,7 +117,15 @@ impl<'a> Evaluation<'a> {
                 ));
                 continue;
             }
-            let savings = match self.consolidate_one(c, replace) {
+            // One never checked waits its turn too, without a listing until then.
+            if self.whole_spent.get() >= super::WHOLE_RECHECK_NODES
+                && c.check.borrow().is_none()
+                && self.world.reads_whole_cluster(&c.pods)
+            {
+                self.defer(c, replace);
+                continue;
+            }
+            let savings = match self.consolidate_one(c, replace, true) {
                 Ok(savings) => savings,
                 Err(why) => {
                     self.blocked
@@ -139,19 +156,47 @@ impl<'a> Evaluation<'a> {
         });
         let mut picked = Vec::new();
         let mut tried = options.len();
-        for (i, (c, savings)) in options.iter().enumerate() {
-            if self.take_budget(&c.nodepool, DisruptionReason::Underutilized) {
-                picked.push(c.node.clone());
-                self.commands.push(Command {
-                    nodes: vec![c.node.clone()],
-                    reason: DisruptionReason::Underutilized,
-                    launches: Self::kept_launches(c),
-                    savings: *savings,
-                });
-                tried = i + 1;
-                break;
+        for (i, &(c, savings)) in options.iter().enumerate() {
+            if self.budget_left(&c.nodepool, DisruptionReason::Underutilized) <= 0 {
+                self.over_budget(c, DisruptionReason::Underutilized);
+                continue;
             }
-            self.over_budget(c, DisruptionReason::Underutilized);
+            let mut savings = savings;
+            let deferred = self.deferred.borrow().get(c.node.as_str()).copied();
+            if let Some(may_replace) = deferred {
+                // An outcome that stood past the budget is checked again before it is acted
+                // on, with a second budget's worth at most: past that it waits its turn.
+                if self.whole_spent.get() >= 2 * super::WHOLE_RECHECK_NODES {
+                    self.blocked.push((
+                        c,
+                        DisruptionReason::Underutilized,
+                        Cow::Owned(Blocker::Waiting),
+                    ));
+                    continue;
+                }
+                self.deferred.borrow_mut().remove(c.node.as_str());
+                let fresh = self
+                    .consolidate_one(c, may_replace, false)
+                    .and_then(|s| self.balanced(&[&c.candidate], s).map(|()| s));
+                match fresh {
+                    Ok(s) => savings = s,
+                    Err(why) => {
+                        self.blocked
+                            .push((c, DisruptionReason::Underutilized, Cow::Owned(why)));
+                        continue;
+                    }
+                }
+            }
+            self.use_budget(&c.nodepool);
+            picked.push(c.node.clone());
+            self.commands.push(Command {
+                nodes: vec![c.node.clone()],
+                reason: DisruptionReason::Underutilized,
+                launches: Self::kept_launches(c),
+                savings,
+            });
+            tried = i + 1;
+            break;
         }
         let waiting = options.iter().skip(tried).map(|(c, _)| *c).collect();
         (picked, waiting)
@@ -208,7 +253,14 @@ impl<'a> Evaluation<'a> {
     /// Returns the savings of a consolidation that works; its launches stay in the check
     /// ([`Evaluation::kept_launches`]), not copied for thousands of candidates of which one is
     /// chosen.
-    pub(super) fn consolidate_one(&self, c: &'a Slot, may_replace: bool) -> Result<i64, Blocker> {
+    /// With `budgeted`, a stale outcome that stood on a whole-cluster run stands a while longer
+    /// once the evaluation's re-checks are spent ([`super::WHOLE_RECHECK_NODES`]).
+    pub(super) fn consolidate_one(
+        &self,
+        c: &'a Slot,
+        may_replace: bool,
+        budgeted: bool,
+    ) -> Result<i64, Blocker> {
         let candidate = c.hash;
         let classes = self.world.existing_all;
         let pools = || {
@@ -256,8 +308,22 @@ impl<'a> Evaluation<'a> {
                     Err(why) => Err(why.clone()),
                 };
             }
+            if budgeted
+                && check.counted.is_some()
+                && self.whole_spent.get() >= super::WHOLE_RECHECK_NODES
+            {
+                self.defer(c, may_replace);
+                return match &check.outcome {
+                    Ok((_, s)) => Ok(*s),
+                    Err(why) => Err(why.clone()),
+                };
+            }
         }
         let (outcome, reads) = self.consolidate_one_now(c, may_replace);
+        if reads.as_ref().is_some_and(|r| r.counted) {
+            let spent = self.whole_spent.get() + self.world.destinations.len();
+            self.whole_spent.set(spent);
+        }
         let savings = match &outcome {
             Ok((_, s)) => Ok(*s),
             Err(why) => Err(why.clone()),
@@ -278,6 +344,17 @@ impl<'a> Evaluation<'a> {
             });
         }
         savings
+    }
+
+    /// Leaves the candidate's check for a later evaluation (see
+    /// [`super::WHOLE_RECHECK_NODES`]), which starts from the first one left.
+    fn defer(&self, c: &'a Slot, may_replace: bool) {
+        self.deferred
+            .borrow_mut()
+            .insert(c.node.as_str(), may_replace);
+        if self.first_deferred.get().is_none() {
+            self.first_deferred.set(Some(c.node.as_str()));
+        }
     }
 
     /// The launches of the candidate's consolidation this evaluation found to work.

@@ -397,6 +397,16 @@ impl<'a> World<'a> {
         price
     }
 
+    /// Whether a simulation of these pods runs over the whole cluster (see
+    /// [`needs_whole_cluster`]).
+    pub fn reads_whole_cluster(&self, pods: &[(ClassId, i64)]) -> bool {
+        pods.iter().any(|(id, _)| {
+            self.classes
+                .get(id)
+                .is_some_and(|(class, _)| needs_whole_cluster(class))
+        })
+    }
+
     /// A destination's position, found by name (the destinations are in name order; a few
     /// hundred lookups per evaluation do not pay for hashing ten thousand names).
     fn position(&self, name: &str) -> Option<usize> {
