@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::{nodepool, MONDAY_MS, NODECLASS};
+use common::{bound_pod_with, nodepool, MONDAY_MS, NODECLASS};
 use dovetail_dataflow::decisions::{Decision, DisruptionReason};
 use dovetail_dataflow::disruption_reasons::Blocker;
 use dovetail_dataflow::engine::Engine;
@@ -36,32 +36,19 @@ fn pool(limits: &str) -> String {
     )
 }
 
+/// A pod of 3.5 CPUs bound to `node`, spread over zones and one per node with every other
+/// (each pod's `app` label is its name; the selectors take any `app`).
 fn spread_pod(name: &str, node: &str) -> String {
-    format!(
-        r#"
-apiVersion: v1
-kind: Pod
-metadata:
-  name: {name}
-  namespace: default
-  labels: {{app: spread}}
-  ownerReferences: [{{apiVersion: apps/v1, kind: ReplicaSet, name: spread, uid: u, controller: true}}]
-spec:
-  nodeName: {node}
-  topologySpreadConstraints:
-    - {{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {{matchLabels: {{app: spread}}}}}}
+    let every_app = "{matchExpressions: [{key: app, operator: Exists}]}";
+    let spec = format!(
+        "  topologySpreadConstraints:
+    - {{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {every_app}}}
   affinity:
     podAntiAffinity:
       requiredDuringSchedulingIgnoredDuringExecution:
-        - {{topologyKey: kubernetes.io/hostname, labelSelector: {{matchLabels: {{app: spread}}}}}}
-  containers:
-    - name: app
-      image: app
-      resources:
-        requests: {{cpu: "3500m", memory: "1Gi"}}
----
-"#
-    )
+        - {{topologyKey: kubernetes.io/hostname, labelSelector: {every_app}}}"
+    );
+    bound_pod_with(name, node, "3500m", "1Gi", Some("ReplicaSet"), "", &spec)
 }
 
 fn cluster() -> String {
