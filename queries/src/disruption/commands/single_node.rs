@@ -24,6 +24,14 @@ use std::rc::Rc;
 /// A single-node consolidation outcome: the replacement launches and the savings, or why not.
 pub(super) type Outcome = Result<(Rc<Vec<Launch>>, i64), Blocker>;
 
+/// An outcome's savings, or why not.
+fn savings_of(outcome: &Outcome) -> Result<i64, Blocker> {
+    match outcome {
+        Ok((_, s)) => Ok(*s),
+        Err(why) => Err(why.clone()),
+    }
+}
+
 /// Narrowed replacement launches, or why none, by (run, price, spot).
 pub(super) type PricedLaunches =
     RefCell<FxHashMap<(usize, i64, bool), Result<Rc<Vec<Launch>>, Blocker>>>;
@@ -303,20 +311,14 @@ impl<'a> Evaluation<'a> {
                     self.world.keep_walk_alive(w);
                 }
                 self.check_hits.set(self.check_hits.get() + 1);
-                return match &check.outcome {
-                    Ok((_, s)) => Ok(*s),
-                    Err(why) => Err(why.clone()),
-                };
+                return savings_of(&check.outcome);
             }
             if budgeted
                 && check.counted.is_some()
                 && self.whole_spent.get() >= super::WHOLE_RECHECK_NODES
             {
                 self.defer(c, may_replace);
-                return match &check.outcome {
-                    Ok((_, s)) => Ok(*s),
-                    Err(why) => Err(why.clone()),
-                };
+                return savings_of(&check.outcome);
             }
         }
         let (outcome, reads) = self.consolidate_one_now(c, may_replace);
@@ -324,10 +326,7 @@ impl<'a> Evaluation<'a> {
             let spent = self.whole_spent.get() + self.world.destinations.len();
             self.whole_spent.set(spent);
         }
-        let savings = match &outcome {
-            Ok((_, s)) => Ok(*s),
-            Err(why) => Err(why.clone()),
-        };
+        let savings = savings_of(&outcome);
         if let Some(read) = reads {
             *c.check.borrow_mut() = Some(Check {
                 candidate,
