@@ -16,6 +16,7 @@
 use crate::cluster::{Cluster, ClusterError, PeerWatch};
 use crate::decisions::Decision;
 use crate::facts::{Fact, Minute};
+use crate::operator_time::OperatorTime;
 use crate::temporal::{building_with, Timers};
 use crossbeam_channel::{unbounded, Receiver, RecvTimeoutError, Sender};
 use differential_dataflow::input::Input;
@@ -228,6 +229,8 @@ fn launch(placement: &Placement, build: impl QueryBuilder) -> Result<Workers, En
             // not a decision until the clock reaches it.
             let held: Rc<RefCell<Vec<(Decision, Epoch, isize)>>> = Rc::default();
             let gather = watch.is_some();
+            // Before the dataflow is built, so that its operators' names are logged.
+            let operator_time = OperatorTime::install(worker);
             let (mut facts_in, running) = worker.dataflow::<Epoch, _, _>(|scope| {
                 let (input, facts) = scope.new_collection::<Fact, isize>();
                 let (running, alive) = scope.new_collection::<(), isize>();
@@ -270,12 +273,16 @@ fn launch(placement: &Placement, build: impl QueryBuilder) -> Result<Workers, En
                         }
                         facts_in.advance_to(to);
                         facts_in.flush();
+                        let started = Instant::now();
                         // Park briefly when there is nothing to do rather than spin: on two
                         // cores a spinning worker starves the one doing the work. The bound
                         // keeps a missed wake-up from stalling an epoch.
                         worker.step_or_park_while(Some(Duration::from_millis(1)), || {
                             probe.less_than(&to) && !watch.as_ref().is_some_and(PeerWatch::closed)
                         });
+                        if let Some(t) = &operator_time {
+                            t.epoch_done(worker, to, started.elapsed());
+                        }
                         if probe.less_than(&to) {
                             // A peer went away: this epoch can never close.
                             let _ = out.send(Message::Lost);

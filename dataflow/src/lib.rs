@@ -10,6 +10,7 @@ pub mod fact_set;
 pub mod facts;
 pub mod maintained;
 pub mod model;
+mod operator_time;
 pub mod provisioning_verdicts;
 pub mod scheduling_reasons;
 pub mod stable_hash;

@@ -23,6 +23,7 @@ use differential_dataflow::{AsCollection, VecCollection};
 use dovetail_dataflow::decisions::Decision;
 use dovetail_dataflow::engine::{Epoch, QueryBuilder};
 use dovetail_dataflow::facts::Fact;
+use dovetail_dataflow::model::SharedNode;
 use packing::Packed;
 use timely::dataflow::operators::vec::Partition;
 
@@ -154,7 +155,7 @@ fn build<'s>(
         _ => None,
     });
     let nodes = split(1).flat_map(|f| match f {
-        Fact::Node(n) => Some(n),
+        Fact::Node(n) => Some(SharedNode::new(n)),
         _ => None,
     });
     let nodepools = split(2).flat_map(|f| match f {

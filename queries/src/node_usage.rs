@@ -10,13 +10,13 @@ use crate::types::{BoundPods, NodeState};
 use differential_dataflow::VecCollection;
 use dovetail_dataflow::engine::Epoch;
 use dovetail_dataflow::model::taints::first_untolerated;
-use dovetail_dataflow::model::{DaemonSet, Node, Resources, SharedPod};
+use dovetail_dataflow::model::{DaemonSet, Node, Resources, SharedNode, SharedPod};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 enum Part {
-    Node(Node),
+    Node(SharedNode),
     /// A bound pod, shared with the pod stream (a copy of its labels per pod was ~100 MiB of
     /// peak heap at 118,000 pods).
     Pod(SharedPod),
@@ -36,14 +36,14 @@ fn daemon_runs_on(d: &DaemonSet, node: &Node) -> bool {
 }
 
 pub fn node_usage<'s>(
-    nodes: VecCollection<'s, Epoch, Node>,
+    nodes: VecCollection<'s, Epoch, SharedNode>,
     pods: VecCollection<'s, Epoch, SharedPod>,
     daemonsets: VecCollection<'s, Epoch, DaemonSet>,
 ) -> VecCollection<'s, Epoch, (String, NodeState)> {
     let bound = pods.flat_map(|p| p.node_name.clone().map(|n| (n, Part::Pod(p))));
     let daemons = daemonsets
         .map(|d| ((), d))
-        .join_map(nodes.clone().map(|n| ((), n.name)), |_, d, node| {
+        .join_map(nodes.clone().map(|n| ((), n.name.clone())), |_, d, node| {
             (node.clone(), Part::Daemon(d.clone()))
         });
     nodes

@@ -224,6 +224,23 @@ impl Maintained for GroupPlan {
                 self.drift += n;
             }
         }
+        if input.classes.is_empty() {
+            // Nothing pending: the plan is empty, and no solver need read the group's nodes
+            // (they stay in it only so that the next pending pod finds them there).
+            for planned in std::mem::take(&mut self.launches) {
+                out.push((Packed::Launch(planned.launch), -1));
+            }
+            for (_, placements) in self.placements.drain() {
+                out.extend(placements.into_iter().map(|p| (Packed::Placement(p), -1)));
+            }
+            changes(&self.answered, &FxHashMap::default(), out);
+            self.answered.clear();
+            self.warm = None;
+            self.counts = counts;
+            self.reshaped = false;
+            self.class_edits.clear();
+            return;
+        }
         let pending: i64 = counts.values().sum();
         let repack = self.pools_changed
             || (self.answered.is_empty() && self.launches.is_empty() && self.placements.is_empty())

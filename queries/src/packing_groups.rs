@@ -239,13 +239,30 @@ fn group<'a>(parts: impl Iterator<Item = &'a Part>) -> Vec<(Member, GroupId)> {
             uf.union(nc + np + si, nc + p);
         }
     }
-    // Name each component by its smallest class id; components without a class are left out.
+    // Name each component by its smallest NodePool name's hash, so that pods pending and binding
+    // one at a time, and nodes of new kinds joining, rename nothing: a renamed group is packed
+    // from nothing, without its last plan, and every one of its nodes leaves it and joins the
+    // new one. A component without a NodePool goes by its smallest node signature, and one of
+    // classes alone by its smallest class id. Nodes that no class could use and no NodePool
+    // owns are in no group.
+    let mut pooled: BTreeMap<usize, GroupId> = BTreeMap::new();
+    for (name, &p) in &pools {
+        keep_smallest(&mut pooled, uf.find(nc + p), stable_hash(name));
+    }
     let mut names: BTreeMap<usize, GroupId> = BTreeMap::new();
     for (ci, (id, ..)) in classes.iter().enumerate() {
-        let root = uf.find(ci);
-        let name = names.entry(root).or_insert(*id);
-        *name = (*name).min(*id);
+        keep_smallest(&mut names, uf.find(ci), *id);
     }
+    let mut signed: BTreeMap<usize, GroupId> = BTreeMap::new();
+    for (si, (id, _)) in sigs.iter().enumerate() {
+        keep_smallest(&mut signed, uf.find(nc + np + si), *id);
+    }
+    for (root, name) in names.iter_mut() {
+        if let Some(&anchor) = pooled.get(root).or_else(|| signed.get(root)) {
+            *name = anchor;
+        }
+    }
+    names.extend(pooled);
     let mut out = Vec::with_capacity(uf.0.len());
     for (ci, (id, ..)) in classes.iter().enumerate() {
         let root = uf.find(ci);
@@ -262,6 +279,12 @@ fn group<'a>(parts: impl Iterator<Item = &'a Part>) -> Vec<(Member, GroupId)> {
         }
     }
     out
+}
+
+/// Names component `root` by `id` unless it already has a smaller name.
+fn keep_smallest(names: &mut BTreeMap<usize, GroupId>, root: usize, id: GroupId) {
+    let name = names.entry(root).or_insert(id);
+    *name = (*name).min(id);
 }
 
 #[cfg(test)]
@@ -354,8 +377,40 @@ mod tests {
         let expected = BTreeSet::from([
             set(&[Member::Class(1), Member::NodePool("general".into())]),
             set(&[Member::Class(2), Member::NodePool("gpu".into())]),
+            set(&[Member::NodePool("unused".into())]),
         ]);
         assert_eq!(sets(&parts), expected);
+    }
+
+    #[test]
+    fn classes_and_nodes_coming_and_going_rename_no_group() {
+        let (sig, nodes) = nodes("general", false);
+        let idle = [pool("general"), nodes.clone()];
+        // Nodes of other zones: new signatures, whose ids may be smaller than any other.
+        let others = ["b", "c", "d", "e"].map(|zone| {
+            let s = NodeSignature {
+                labels: labels(&[(NODEPOOL, "general"), ("topology.kubernetes.io/zone", zone)]),
+                taints: Vec::new(),
+                unschedulable: false,
+            };
+            Part::Signature(s.id(), s)
+        });
+        let mut busy = vec![class(1, "web", &["general"]), pool("general"), nodes];
+        busy.extend(others);
+        let name_of = |parts: &[Part], member: &Member| {
+            group(parts.iter())
+                .into_iter()
+                .find(|(m, _)| m == member)
+                .map(|(_, g)| g)
+        };
+        let idle_name = name_of(&idle, &Member::Nodes(sig));
+        assert!(idle_name.is_some(), "nodes of a NodePool are grouped");
+        assert_eq!(name_of(&busy, &Member::Nodes(sig)), idle_name);
+        assert_eq!(name_of(&busy, &Member::Class(1)), idle_name);
+        assert_eq!(
+            name_of(&busy, &Member::NodePool("general".into())),
+            idle_name
+        );
     }
 
     #[test]

@@ -56,7 +56,7 @@ pub fn spread_domains<'s>(
         .filter(|(_, p)| !matches!(p, Part::Class(_, _, reqs) if reqs.0.contains_key(HOSTNAME)));
     let labels = nodes
         .map(|(_, n)| {
-            let mut labels = n.node.labels;
+            let mut labels = n.node.labels.clone();
             labels.remove(HOSTNAME);
             ((), Part::Labels(labels))
         })

@@ -2,7 +2,7 @@
 
 pub use dovetail_dataflow::model::UnitCost;
 use dovetail_dataflow::model::{
-    InstanceType, Node, NodePool, PodScheduling, Requirements, Resources,
+    InstanceType, NodePool, PodScheduling, Requirements, Resources, SharedNode,
 };
 use dovetail_dataflow::scheduling_reasons::PoolRejection;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -95,7 +95,8 @@ pub type BoundPods = Vec<(String, BTreeMap<String, String>, i64)>;
 /// An existing Node or in-flight NodeClaim with what its bound pods already use.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct NodeState {
-    pub node: Node,
+    /// Shared with the node stream and every copy of the state downstream.
+    pub node: SharedNode,
     pub used: Resources,
     /// Shared between the copies of the state that the queries downstream hold (pending room,
     /// disruption's parts): at 10,000 nodes each copy's labels were ~120 MiB of peak heap.

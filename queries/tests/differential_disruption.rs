@@ -357,7 +357,7 @@ fn disruption_incremental_equals_from_scratch_after_every_epoch() {
                 9 => {
                     if let Some(k) = pods.get(rng.below(pods.len() as u64) as usize) {
                         if let Some(Fact::Pod(p)) = state.get(k).cloned() {
-                            let mut p = p.into_pod();
+                            let mut p = p.into_inner();
                             let v = ["true", "1m", "10m"][rng.below(3) as usize];
                             if p.annotations
                                 .remove("karpenter.sh/do-not-disrupt")

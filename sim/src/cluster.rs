@@ -240,7 +240,7 @@ impl SimCluster {
         self.anti_holders.remove(key);
         self.pods
             .remove(key)
-            .map(|p| p.pod.into_pod())
+            .map(|p| p.pod.into_inner())
             .ok_or_else(|| ClusterError::UnknownPod(key.to_string()))
     }
 

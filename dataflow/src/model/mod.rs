@@ -12,11 +12,12 @@ pub mod quantity;
 pub mod requirements;
 pub mod resources;
 pub mod selector;
+pub mod shared;
 pub mod taints;
 
 pub use instance_type::{InstanceType, Offering, Price, UnitCost};
 pub use kubelet::{KubeletConfig, Threshold};
-pub use node::{DaemonSet, LaunchedWith, Node, PodDisruptionBudget};
+pub use node::{DaemonSet, LaunchedWith, Node, PodDisruptionBudget, SharedNode};
 pub use nodepool::{
     Budget, CapacityReservation, ConsolidationPolicy, Disruption, EC2NodeClass, NodeClassStatus,
     NodeOverlay, NodePool,
@@ -26,4 +27,5 @@ pub use quantity::{parse_quantity, Milli};
 pub use requirements::{Operator, Requirement, Requirements};
 pub use resources::Resources;
 pub use selector::LabelSelector;
+pub use shared::Shared;
 pub use taints::{Effect, Taint, Toleration, TolerationOperator};

@@ -45,6 +45,9 @@ pub struct Node {
     pub expire_after: Option<String>,
 }
 
+/// A node as the queries' streams carry it: one copy shared by the operators that read it.
+pub type SharedNode = super::shared::Shared<Node>;
+
 /// What an instance was launched with: the NodeClaim's `status.imageID`, and the subnet and
 /// security groups dovetail's actuator records in its own annotations (`dovetail.sh/subnet-id`,
 /// `dovetail.sh/security-group-ids`). Unknown values are never drift.

@@ -74,52 +74,7 @@ pub struct Pod {
 }
 
 /// A pod as the queries' streams carry it: one copy shared by the operators that read it.
-/// Timely gives each reader of a stream its own copy of every record; replaying 100,000 pods at
-/// once, whole pods copied for the six readers of the pod stream were most of the peak heap.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct SharedPod(std::sync::Arc<Pod>);
-
-impl SharedPod {
-    pub fn new(pod: Pod) -> SharedPod {
-        SharedPod(std::sync::Arc::new(pod))
-    }
-
-    /// The pod, copied only if another holder shares it.
-    pub fn into_pod(self) -> Pod {
-        std::sync::Arc::unwrap_or_clone(self.0)
-    }
-
-    /// The pod to change, copied first if another holder shares it.
-    pub fn make_mut(&mut self) -> &mut Pod {
-        std::sync::Arc::make_mut(&mut self.0)
-    }
-}
-
-impl From<Pod> for SharedPod {
-    fn from(pod: Pod) -> SharedPod {
-        SharedPod::new(pod)
-    }
-}
-
-impl std::ops::Deref for SharedPod {
-    type Target = Pod;
-    fn deref(&self) -> &Pod {
-        &self.0
-    }
-}
-
-/// Carried between processes as the pod itself.
-impl Serialize for SharedPod {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        self.0.as_ref().serialize(serializer)
-    }
-}
-
-impl<'de> Deserialize<'de> for SharedPod {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        Pod::deserialize(deserializer).map(SharedPod::new)
-    }
-}
+pub type SharedPod = super::shared::Shared<Pod>;
 
 impl Pod {
     /// `namespace/name`, the id used in every output.

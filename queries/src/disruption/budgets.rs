@@ -16,7 +16,7 @@ use dovetail_dataflow::facts::Minute;
 use dovetail_dataflow::model::cron::Schedule;
 use dovetail_dataflow::model::duration::parse_duration;
 use dovetail_dataflow::model::labels::{DISRUPTED_TAINT, NODEPOOL};
-use dovetail_dataflow::model::{Budget, Node, NodePool};
+use dovetail_dataflow::model::{Budget, NodePool, SharedNode};
 use serde::{Deserialize, Serialize};
 
 /// A budget's node count at `total` nodes, if it is active at `now`; `None` when inactive.
@@ -89,7 +89,7 @@ enum Part {
 
 pub fn budgets<'s>(
     nodepools: VecCollection<'s, Epoch, NodePool>,
-    nodes: VecCollection<'s, Epoch, Node>,
+    nodes: VecCollection<'s, Epoch, SharedNode>,
     clock: VecCollection<'s, Epoch, Minute>,
 ) -> VecCollection<'s, Epoch, (String, Allowance)> {
     let counts = nodes

@@ -22,7 +22,7 @@ use dovetail_dataflow::model::duration::parse_duration;
 use dovetail_dataflow::model::labels::{
     CAPACITY_TYPE, DISRUPTED_TAINT, DO_NOT_DISRUPT, INSTANCE_TYPE, NODEPOOL, ZONE,
 };
-use dovetail_dataflow::model::{ConsolidationPolicy, Node, NodePool, Price};
+use dovetail_dataflow::model::{ConsolidationPolicy, Node, NodePool, Price, SharedNode};
 use dovetail_dataflow::temporal::during;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -44,7 +44,7 @@ struct PoolView {
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 enum Part {
-    Node(Box<Node>),
+    Node(SharedNode),
     /// The NodePool's view, and when the node's `consolidateAfter` starts counting.
     Pool(PoolView, i64),
     Pod(MovablePod),
@@ -68,7 +68,7 @@ pub fn offer_key(n: &Node) -> Option<OfferKey> {
 /// of `nodes` are kept: the commands query looks its candidates' prices up in them, so a price
 /// change reaches it as a few changed keys, not as the thousands of candidates it prices.
 pub fn offer_prices<'s>(
-    nodes: VecCollection<'s, Epoch, Node>,
+    nodes: VecCollection<'s, Epoch, SharedNode>,
     pools: VecCollection<'s, Epoch, (String, PoolTypes)>,
 ) -> VecCollection<'s, Epoch, (OfferKey, Price)> {
     let keys = node_offer_keys(nodes);
@@ -117,7 +117,7 @@ pub fn offer_prices<'s>(
 
 /// The offering keys of the managed nodes, each once.
 fn node_offer_keys<'s>(
-    nodes: VecCollection<'s, Epoch, Node>,
+    nodes: VecCollection<'s, Epoch, SharedNode>,
 ) -> VecCollection<'s, Epoch, (OfferKey, ())> {
     nodes
         .filter(|n| !n.in_flight)
@@ -136,7 +136,7 @@ pub fn consolidate_after_ms(pool: &NodePool) -> Option<i64> {
 }
 
 pub fn candidates<'s>(
-    nodes: VecCollection<'s, Epoch, Node>,
+    nodes: VecCollection<'s, Epoch, SharedNode>,
     pools: VecCollection<'s, Epoch, (String, PoolTypes)>,
     pods: VecCollection<'s, Epoch, (String, MovablePod)>,
     blockers: VecCollection<'s, Epoch, (String, Blocker)>,
@@ -167,7 +167,7 @@ pub fn candidates<'s>(
     )
     .map(|(node, _)| (node, Part::Consolidatable));
     managed
-        .map(|n| (n.name.clone(), Part::Node(Box::new(n))))
+        .map(|n| (n.name.clone(), Part::Node(n)))
         .concat(views.map(|(node, v, since)| (node, Part::Pool(v, since))))
         .concat(pods.map(|(node, p)| (node, Part::Pod(p))))
         .concat(blockers.map(|(node, b)| (node, Part::Blocker(b))))

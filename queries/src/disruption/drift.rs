@@ -22,7 +22,7 @@ use dovetail_dataflow::decisions::Decision;
 use dovetail_dataflow::disruption_reasons::DriftReason;
 use dovetail_dataflow::engine::Epoch;
 use dovetail_dataflow::model::labels::{INSTANCE_TYPE, NODECLASS_HASH, NODEPOOL, NODEPOOL_HASH};
-use dovetail_dataflow::model::{EC2NodeClass, Node, Requirements};
+use dovetail_dataflow::model::{EC2NodeClass, Node, Requirements, SharedNode};
 use std::collections::BTreeSet;
 
 /// What a node's NodePool says about its drift (computed where the NodePool's offer is at hand,
@@ -171,7 +171,7 @@ pub enum DriftOut {
 }
 
 pub fn drift<'s>(
-    nodes: VecCollection<'s, Epoch, Node>,
+    nodes: VecCollection<'s, Epoch, SharedNode>,
     pools: VecCollection<'s, Epoch, (String, PoolTypes)>,
     nodeclasses: VecCollection<'s, Epoch, EC2NodeClass>,
 ) -> VecCollection<'s, Epoch, DriftOut> {

@@ -15,7 +15,7 @@ use differential_dataflow::VecCollection;
 use dovetail_dataflow::engine::Epoch;
 use dovetail_dataflow::model::duration::parse_duration;
 use dovetail_dataflow::model::labels::NODEPOOL;
-use dovetail_dataflow::model::{Node, NodePool};
+use dovetail_dataflow::model::{Node, NodePool, SharedNode};
 use dovetail_dataflow::temporal::during;
 
 /// Karpenter's default `expireAfter`.
@@ -46,14 +46,14 @@ pub fn node_expire_after_ms(own: Option<&str>, pool: Option<&str>) -> Option<i64
 
 /// When each NodePool-managed node expires: (node, ms); none with `expireAfter: Never`.
 pub fn expiry_deadlines<'s>(
-    nodes: VecCollection<'s, Epoch, Node>,
+    nodes: VecCollection<'s, Epoch, SharedNode>,
     nodepools: VecCollection<'s, Epoch, NodePool>,
 ) -> VecCollection<'s, Epoch, (String, i64)> {
     nodes
         .flat_map(|n| {
             let pool = n.labels.get(NODEPOOL)?.clone();
             let created = lifetime_start_ms(&n)?;
-            Some((pool, (n.name, created, n.expire_after)))
+            Some((pool, (n.name.clone(), created, n.expire_after.clone())))
         })
         .join_map(
             nodepools.map(|p| (p.name.clone(), p)),

@@ -10,7 +10,7 @@ use super::types::Forced;
 use differential_dataflow::VecCollection;
 use dovetail_dataflow::engine::Epoch;
 use dovetail_dataflow::facts::{Interruption, InterruptionKind};
-use dovetail_dataflow::model::Node;
+use dovetail_dataflow::model::{Node, SharedNode};
 use dovetail_dataflow::temporal::during;
 
 /// How long before a capacity block ends its nodes are drained.
@@ -33,7 +33,7 @@ fn keys(n: &Node) -> Vec<String> {
 }
 
 pub fn interruption<'s>(
-    nodes: VecCollection<'s, Epoch, Node>,
+    nodes: VecCollection<'s, Epoch, SharedNode>,
     interruptions: VecCollection<'s, Epoch, Interruption>,
 ) -> VecCollection<'s, Epoch, (String, Forced)> {
     let by_key = nodes.flat_map(|n| {

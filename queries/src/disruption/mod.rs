@@ -26,14 +26,16 @@ use differential_dataflow::VecCollection;
 use dovetail_dataflow::decisions::{Decision, Placement};
 use dovetail_dataflow::engine::Epoch;
 use dovetail_dataflow::facts::{Interruption, Minute};
-use dovetail_dataflow::model::{EC2NodeClass, Node, NodePool, PodDisruptionBudget, SharedPod};
+use dovetail_dataflow::model::{
+    EC2NodeClass, NodePool, PodDisruptionBudget, SharedNode, SharedPod,
+};
 use dovetail_dataflow::stable_hash::stable_hash;
 use drift::DriftOut;
 
 /// Everything disruption reads, as the provisioning half has already split and derived it.
 pub struct Inputs<'s> {
     pub pods: VecCollection<'s, Epoch, SharedPod>,
-    pub nodes: VecCollection<'s, Epoch, Node>,
+    pub nodes: VecCollection<'s, Epoch, SharedNode>,
     pub nodepools: VecCollection<'s, Epoch, NodePool>,
     pub nodeclasses: VecCollection<'s, Epoch, EC2NodeClass>,
     pub pools: VecCollection<'s, Epoch, (String, PoolTypes)>,

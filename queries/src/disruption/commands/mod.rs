@@ -74,6 +74,7 @@ pub const MAX_MULTI_NODE: usize = 100;
 /// evaluation (each starts where the last stopped), and one chosen as the command is checked
 /// again first. Karpenter bounds the same work by time (single-node consolidation gives up
 /// after 3 minutes and starts over at its next poll); a count keeps replays deterministic.
+/// Multi-node consolidation's whole-cluster runs, once a clock minute, count against it too.
 pub const WHOLE_RECHECK_NODES: usize = 12_000;
 /// Spot-to-spot replacement needs at least this many cheaper instance types.
 pub const MIN_SPOT_TO_SPOT_TYPES: usize = 15;
@@ -106,8 +107,8 @@ struct Evaluation<'a> {
     priced: PricedLaunches,
     /// Single-node outcomes that stood (for the debug log).
     check_hits: std::cell::Cell<u64>,
-    /// Nodes simulated by this evaluation's whole-cluster single-node re-checks (see
-    /// [`WHOLE_RECHECK_NODES`]).
+    /// Nodes simulated by this evaluation's whole-cluster runs, multi-node's and single-node
+    /// re-checks' (see [`WHOLE_RECHECK_NODES`]).
     whole_spent: std::cell::Cell<usize>,
     /// Candidates whose stale whole-cluster outcome stood this evaluation, past the budget,
     /// with whether a replacement was plausible (to check them again if chosen).
@@ -329,24 +330,34 @@ impl<'a> Evaluation<'a> {
         self.mark("empty");
         self.drift(&forced);
         self.mark("drift");
-        let options = self.single_node_options();
-        self.mark("single");
-        self.consolidate(options);
-    }
-
-    /// Multi-node consolidation if it finds a command, else the best single-node option; every
-    /// option is listed once: blocked by budget, chosen, or waiting its turn.
-    fn consolidate(&mut self, mut options: Vec<(&'a Slot, i64)>) {
-        self.balanced_filter(&mut options);
-        self.mark("balanced");
-        // Its binary search removes up to a hundred nodes per run, each run over the whole
-        // cluster when pods spread over zones: while single-node outcomes wait their turn, it
-        // too runs once per clock minute.
-        let multi = if self.multi_due || self.deferred.borrow().is_empty() {
+        // Multi-node consolidation's binary search removes up to a hundred nodes per run, each
+        // run over the whole cluster when pods spread over zones: while single-node outcomes
+        // wait their turn, it runs once per clock minute, and first, so that its runs count
+        // against the budget the single-node re-checks then share (an evaluation costs about
+        // one budget whichever of the two it runs).
+        let multi = self.multi_due.then(|| {
             self.multi_ran = true;
             self.multi_node()
-        } else {
-            None
+        });
+        self.mark("multi");
+        let options = self.single_node_options();
+        self.mark("single");
+        self.consolidate(options, multi);
+    }
+
+    /// Multi-node consolidation if it finds a command (`multi`, when it already ran), else the
+    /// best single-node option; every option is listed once: blocked by budget, chosen, or
+    /// waiting its turn.
+    fn consolidate(&mut self, mut options: Vec<(&'a Slot, i64)>, multi: Option<Option<Command>>) {
+        self.balanced_filter(&mut options);
+        self.mark("balanced");
+        let multi = match multi {
+            Some(multi) => multi,
+            None if self.deferred.borrow().is_empty() => {
+                self.multi_ran = true;
+                self.multi_node()
+            }
+            None => None,
         };
         self.mark("multi");
         let (chosen, waiting) = match multi {
@@ -362,6 +373,12 @@ impl<'a> Evaluation<'a> {
         }
         self.world.take(&mut self.taken, chosen);
         self.mark("listings");
+    }
+
+    /// Counts a run over the whole cluster against the evaluation's budget.
+    fn spend_whole_run(&self) {
+        let spent = self.whole_spent.get() + self.world.destinations.len();
+        self.whole_spent.set(spent);
     }
 
     /// Each command's disruptions and renamed replacement launches.

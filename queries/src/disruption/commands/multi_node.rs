@@ -70,7 +70,14 @@ impl<'a> Evaluation<'a> {
         let mut best: Option<Command> = None;
         while lo <= hi {
             let mid = (lo + hi) / 2;
-            match self.multi_option(&list[..mid]) {
+            let option = self.multi_option(&list[..mid]);
+            if list[..mid]
+                .iter()
+                .any(|c| self.world.reads_whole_cluster(&c.pods))
+            {
+                self.spend_whole_run();
+            }
+            match option {
                 Some(cmd) => {
                     best = Some(cmd);
                     lo = mid + 1;

@@ -323,8 +323,7 @@ impl<'a> Evaluation<'a> {
         }
         let (outcome, reads) = self.consolidate_one_now(c, may_replace);
         if reads.as_ref().is_some_and(|r| r.counted) {
-            let spent = self.whole_spent.get() + self.world.destinations.len();
-            self.whole_spent.set(spent);
+            self.spend_whole_run();
         }
         let savings = savings_of(&outcome);
         if let Some(read) = reads {

@@ -292,7 +292,7 @@ impl<'a> World<'a> {
             .map(|n| {
                 let mut n = (*n).clone();
                 // The solver places nothing on an unschedulable node but counts its pods.
-                n.node.unschedulable = true;
+                n.node.make_mut().unschedulable = true;
                 n
             })
             .collect();
@@ -1149,7 +1149,8 @@ mod tests {
                 allocatable,
                 labels: BTreeMap::from([(ZONE.to_string(), zone.to_string())]),
                 ..Node::default()
-            },
+            }
+            .into(),
             used,
             pods: vec![("default".to_string(), labels(app), rng.below(3) as i64)].into(),
         }
