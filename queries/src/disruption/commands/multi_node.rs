@@ -68,7 +68,11 @@ impl<'a> Evaluation<'a> {
         }
         let (mut lo, mut hi) = (2usize, list.len());
         let mut best: Option<Command> = None;
-        while lo <= hi {
+        // Runs first when due, and stops at half the evaluation's budget with the best found so
+        // far (as Karpenter's search stops at its timeout): the other half is the single-node
+        // re-checks', which would otherwise never get a turn in a quiet cluster, where every
+        // evaluation is a new minute's.
+        while lo <= hi && self.whole_spent.get() < super::WHOLE_RECHECK_NODES / 2 {
             let mid = (lo + hi) / 2;
             let option = self.multi_option(&list[..mid]);
             if list[..mid]
