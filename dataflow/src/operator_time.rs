@@ -88,7 +88,7 @@ impl OperatorTime {
             .into_iter()
             .filter(|(id, _)| t.names.get(id).is_some_and(|(_, addr)| addr.len() > 1))
             .collect();
-        by_time.sort_by(|a, b| b.1.cmp(&a.1));
+        by_time.sort_by_key(|(_, spent)| std::cmp::Reverse(*spent));
         let scheduled: Duration = by_time.iter().map(|(_, d)| *d).sum();
         let top: Vec<String> = by_time
             .iter()

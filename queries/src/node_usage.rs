@@ -20,7 +20,7 @@ enum Part {
     /// A bound pod, shared with the pod stream (a copy of its labels per pod was ~100 MiB of
     /// peak heap at 118,000 pods).
     Pod(SharedPod),
-    Daemon(DaemonSet),
+    Daemon(Box<DaemonSet>),
 }
 
 /// True when the DaemonSet's pods would run on the node: they tolerate its taints, and its
@@ -44,7 +44,7 @@ pub fn node_usage<'s>(
     let daemons = daemonsets
         .map(|d| ((), d))
         .join_map(nodes.clone().map(|n| ((), n.name.clone())), |_, d, node| {
-            (node.clone(), Part::Daemon(d.clone()))
+            (node.clone(), Part::Daemon(Box::new(d.clone())))
         });
     nodes
         .map(|n| (n.name.clone(), Part::Node(n)))
