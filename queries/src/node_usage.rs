@@ -7,6 +7,8 @@
 //! topology and affinity. Pods bound to a node that is not known are ignored.
 
 use crate::types::{BoundPods, NodeState};
+use differential_dataflow::difference::{IsZero, Multiply, Semigroup};
+use differential_dataflow::operators::CountTotal;
 use differential_dataflow::VecCollection;
 use dovetail_dataflow::engine::Epoch;
 use dovetail_dataflow::model::taints::first_untolerated;
@@ -17,10 +19,39 @@ use std::collections::{BTreeMap, BTreeSet};
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 enum Part {
     Node(SharedNode),
-    /// A bound pod, shared with the pod stream (a copy of its labels per pod was ~100 MiB of
-    /// peak heap at 118,000 pods).
-    Pod(SharedPod),
+    /// The requests of the pods bound to the node, summed.
+    Requested(Resources),
+    /// How many pods of this (namespace, labels) are bound to the node.
+    Labels(String, BTreeMap<String, String>, i64),
+    /// A DaemonSet (namespace, name) with a pod bound to the node.
+    Running(String, String),
     Daemon(Box<DaemonSet>),
+}
+
+/// Requests as a difference: summed by differential itself as pods bind and leave, so a pod
+/// moving costs one update of its node's sum, not a pass over the node's every pod.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+struct Requested(Resources);
+
+impl IsZero for Requested {
+    fn is_zero(&self) -> bool {
+        self.0.is_zero()
+    }
+}
+
+impl Semigroup for Requested {
+    fn plus_equals(&mut self, rhs: &Self) {
+        self.0.add_assign(&rhs.0);
+        // A sum back at zero must equal one that never had the resource.
+        self.0.extended.retain(|_, v| *v != 0);
+    }
+}
+
+impl Multiply<isize> for Requested {
+    type Output = Requested;
+    fn multiply(self, rhs: &isize) -> Requested {
+        Requested(self.0.times(*rhs as i64))
+    }
 }
 
 /// True when the DaemonSet's pods would run on the node: they tolerate its taints, and its
@@ -35,12 +66,55 @@ fn daemon_runs_on(d: &DaemonSet, node: &Node) -> bool {
                 .any(|term| term.matches_labels(&node.labels)))
 }
 
+/// (node, namespace, labels) of bound pods, with how many pods have them.
+pub type LabelCount = ((String, String, BTreeMap<String, String>), isize);
+
+/// The pods bound to each node, counted by (namespace, labels), kept per pod: what topology
+/// and affinity read of a node's pods (here, and for packing groups).
+pub fn bound_label_counts<'s>(
+    pods: VecCollection<'s, Epoch, SharedPod>,
+) -> VecCollection<'s, Epoch, LabelCount> {
+    pods.flat_map(|p| {
+        p.node_name
+            .clone()
+            .map(|n| (n, p.namespace.clone(), p.labels.clone()))
+    })
+    .count_total()
+}
+
+/// What the pods bound to each node add up to, kept per pod: their requests summed, their
+/// label counts, and the DaemonSets among their owners. A node's final reduce then reads a
+/// record per label set, not each of its pods.
+fn bound_parts<'s>(
+    pods: VecCollection<'s, Epoch, SharedPod>,
+    labels: VecCollection<'s, Epoch, LabelCount>,
+) -> VecCollection<'s, Epoch, (String, Part)> {
+    let bound = pods.flat_map(|p| p.node_name.clone().map(|n| (n, p)));
+    let requested = bound
+        .clone()
+        .explode(|(n, p)| {
+            let mut requests = p.scheduling.requests.clone();
+            requests.extended.retain(|_, v| *v != 0);
+            Some((n, Requested(requests)))
+        })
+        .count_total()
+        .map(|(n, r)| (n, Part::Requested(r.0)));
+    let labels = labels.map(|((n, ns, labels), count)| (n, Part::Labels(ns, labels, count as i64)));
+    let running = bound.flat_map(|(n, p)| match &p.owner {
+        Some((kind, d)) if kind == "DaemonSet" => {
+            Some((n, Part::Running(p.namespace.clone(), d.clone())))
+        }
+        _ => None,
+    });
+    requested.concat(labels).concat(running)
+}
+
 pub fn node_usage<'s>(
     nodes: VecCollection<'s, Epoch, SharedNode>,
     pods: VecCollection<'s, Epoch, SharedPod>,
+    labels: VecCollection<'s, Epoch, LabelCount>,
     daemonsets: VecCollection<'s, Epoch, DaemonSet>,
 ) -> VecCollection<'s, Epoch, (String, NodeState)> {
-    let bound = pods.flat_map(|p| p.node_name.clone().map(|n| (n, Part::Pod(p))));
     let daemons = daemonsets
         .map(|d| ((), d))
         .join_map(nodes.clone().map(|n| ((), n.name.clone())), |_, d, node| {
@@ -48,34 +122,27 @@ pub fn node_usage<'s>(
         });
     nodes
         .map(|n| (n.name.clone(), Part::Node(n)))
-        .concat(bound)
+        .concat(bound_parts(pods, labels))
         .concat(daemons)
         .reduce_named("NodeUsage", |_name, parts, out| {
             let mut node = None;
             let mut used = Resources::default();
-            let mut counts: BTreeMap<(&String, &BTreeMap<String, String>), i64> = BTreeMap::new();
+            let mut pods: BoundPods = Vec::new();
             let mut running: BTreeSet<(&String, &String)> = BTreeSet::new();
             let mut daemons = Vec::new();
             for (part, r) in parts {
                 match part {
                     Part::Node(n) => node = Some(n),
-                    Part::Pod(p) => {
-                        used.add_assign(&p.scheduling.requests.times(*r as i64));
-                        if let Some((kind, d)) = &p.owner {
-                            if kind == "DaemonSet" {
-                                running.insert((&p.namespace, d));
-                            }
-                        }
-                        *counts.entry((&p.namespace, &p.labels)).or_insert(0) += *r as i64;
+                    Part::Requested(requests) => used.add_assign(&requests.times(*r as i64)),
+                    Part::Labels(ns, labels, n) => {
+                        pods.push((ns.clone(), labels.clone(), n * *r as i64));
+                    }
+                    Part::Running(ns, d) => {
+                        running.insert((ns, d));
                     }
                     Part::Daemon(d) => daemons.push(d),
                 }
             }
-            let pods: BoundPods = counts
-                .into_iter()
-                .filter(|(_, n)| *n != 0)
-                .map(|((ns, labels), n)| (ns.clone(), labels.clone(), n))
-                .collect();
             if let Some(node) = node {
                 for d in daemons {
                     if !running.contains(&(&d.namespace, &d.name)) && daemon_runs_on(d, node) {

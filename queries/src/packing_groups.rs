@@ -15,13 +15,14 @@
 //! appears. A class's requirement on the hostname is ignored when linking it to a signature,
 //! which can only join groups, never split them.
 
+use crate::node_usage::LabelCount;
 use crate::solver::topology::{Group, Topology};
-use crate::types::{ClassId, ClassMembers, Compatibility, NodeState, PodClass, PoolTypes};
+use crate::types::{ClassId, ClassMembers, Compatibility, PodClass, PoolTypes};
 use differential_dataflow::VecCollection;
 use dovetail_dataflow::engine::Epoch;
 use dovetail_dataflow::model::labels::{HOSTNAME, NODEPOOL};
 use dovetail_dataflow::model::taints::first_untolerated;
-use dovetail_dataflow::model::{LabelSelector, Node, Requirements, Taint};
+use dovetail_dataflow::model::{LabelSelector, Node, Requirements, SharedNode, Taint};
 use dovetail_dataflow::stable_hash::stable_hash;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -75,7 +76,8 @@ pub fn packing_groups<'s>(
     classes: VecCollection<'s, Epoch, (ClassId, ClassMembers)>,
     compat: VecCollection<'s, Epoch, (ClassId, Compatibility)>,
     pools: VecCollection<'s, Epoch, (String, PoolTypes)>,
-    nodes: VecCollection<'s, Epoch, (String, NodeState)>,
+    nodes: VecCollection<'s, Epoch, SharedNode>,
+    bound_labels: VecCollection<'s, Epoch, LabelCount>,
 ) -> VecCollection<'s, Epoch, (Member, GroupId)> {
     let classes = classes
         .map(|(id, m)| (id, m.class))
@@ -91,18 +93,23 @@ pub fn packing_groups<'s>(
                 Part::Class(*id, Box::new(class.clone()), c.requirements.clone(), pools),
             )
         });
-    // A node's signature and the (namespace, labels) of its pods, computed once per change of
-    // the node; `distinct` leaves only new kinds of node or bound pod.
-    let nodes = nodes
-        .flat_map(|(_, n)| {
-            let s = NodeSignature::of(&n.node);
-            let id = s.id();
-            std::iter::once(((), Part::Signature(id, s))).chain(
-                std::sync::Arc::unwrap_or_clone(n.pods)
-                    .into_iter()
-                    .map(move |(ns, labels, _)| ((), Part::PodOn(id, ns, labels))),
-            )
-        })
+    // A node's signature, and the (namespace, labels) of its pods under it: a node changing
+    // without changing signature, or one more pod of labels a node already has, changes
+    // nothing here; `distinct` leaves only new kinds of node or bound pod.
+    let signatures = nodes.map(|n| {
+        let s = NodeSignature::of(&n);
+        (n.name.clone(), (s.id(), s))
+    });
+    let pods_on = signatures
+        .clone()
+        .map(|(name, (id, _))| (name, id))
+        .join_map(
+            bound_labels.map(|((name, ns, labels), _)| (name, (ns, labels))),
+            |_, id, (ns, labels)| ((), Part::PodOn(*id, ns.clone(), labels.clone())),
+        );
+    let nodes = signatures
+        .map(|(_, (id, s))| ((), Part::Signature(id, s)))
+        .concat(pods_on)
         .distinct();
     pools
         .map(|(name, _)| ((), Part::NodePool(name)))
