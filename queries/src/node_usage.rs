@@ -160,3 +160,37 @@ pub fn node_usage<'s>(
             }
         })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dovetail_dataflow::model::resources::NVIDIA_GPU;
+
+    fn gpu_pod() -> Resources {
+        let mut r = Resources {
+            cpu: 500,
+            ..Resources::default()
+        };
+        r.set(NVIDIA_GPU, 1000);
+        r
+    }
+
+    /// A node's sum back at nothing must be differential's zero and equal a sum that never had
+    /// the resource, or a node whose GPU pod left would keep a record of nothing.
+    #[test]
+    fn requests_summed_back_to_nothing_are_zero() {
+        let mut sum = Requested(gpu_pod());
+        sum.plus_equals(&Requested(gpu_pod()).multiply(&-1));
+        assert!(sum.is_zero());
+        assert_eq!(sum, Requested::default());
+    }
+
+    #[test]
+    fn requests_sum_and_scale_per_resource() {
+        let mut sum = Requested(gpu_pod()).multiply(&3);
+        sum.plus_equals(&Requested(gpu_pod()).multiply(&-1));
+        assert_eq!(sum.0.cpu, 1000);
+        assert_eq!(sum.0.get(NVIDIA_GPU), 2000);
+        assert!(!sum.is_zero());
+    }
+}

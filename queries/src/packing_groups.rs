@@ -8,10 +8,13 @@
 //! of the classes that could use it, of its NodePool (whose limits it counts against), and of
 //! the classes whose topology terms count a pod bound to it. Classes in different groups cannot
 //! see each other's bins, limits or pods, so packing each group alone gives the same answer as
-//! packing them together. A group is named by the smallest class id in it.
+//! packing them together. A group is named by the smallest hash of its NodePools' names (else
+//! its smallest node signature id, else its smallest class id), so that pods pending and
+//! binding rename no group.
 //!
-//! Nodes enter by signature (labels other than the hostname, taints, cordon), so that nodes
-//! coming and going, and pods binding, regroup nothing unless a new kind of node or of bound pod
+//! Nodes enter by signature (labels other than the hostname, taints, cordon), read from the node
+//! stream, and bound pods by the (namespace, labels) counts of their node, so that nodes coming
+//! and going, and pods binding, regroup nothing unless a new kind of node or of bound pod
 //! appears. A class's requirement on the hostname is ignored when linking it to a signature,
 //! which can only join groups, never split them.
 
