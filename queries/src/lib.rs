@@ -207,13 +207,9 @@ fn build<'s>(
         .distinct();
     let fits = compatibility::pool_fits(specs.clone(), pools.clone());
     let compat = compatibility::compatibility(specs.clone(), fits.clone());
-    let bound_labels = node_usage::bound_label_counts(pods.clone());
-    let usage = node_usage::node_usage(
-        nodes.clone(),
-        pods.clone(),
-        bound_labels.clone(),
-        daemonsets,
-    );
+    let bound = node_usage::bound_pods(pods.clone());
+    let bound_labels = node_usage::bound_label_counts(bound.clone());
+    let usage = node_usage::node_usage(nodes.clone(), bound, bound_labels.clone(), daemonsets);
     let cluster_bound = lower_bound::cluster_lower_bound(class_counts, compat.clone());
     let groups = packing_groups::packing_groups(
         classes.clone(),

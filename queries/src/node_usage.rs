@@ -12,9 +12,9 @@ use differential_dataflow::operators::CountTotal;
 use differential_dataflow::VecCollection;
 use dovetail_dataflow::engine::Epoch;
 use dovetail_dataflow::model::taints::first_untolerated;
-use dovetail_dataflow::model::{DaemonSet, Node, Resources, SharedNode, SharedPod};
+use dovetail_dataflow::model::{DaemonSet, LabelSet, Node, Resources, SharedNode, SharedPod};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 enum Part {
@@ -22,7 +22,7 @@ enum Part {
     /// The requests of the pods bound to the node, summed.
     Requested(Resources),
     /// How many pods of this (namespace, labels) are bound to the node.
-    Labels(String, BTreeMap<String, String>, i64),
+    Labels(LabelSet, i64),
     /// A DaemonSet (namespace, name) with a pod bound to the node.
     Running(String, String),
     Daemon(Box<DaemonSet>),
@@ -33,6 +33,21 @@ enum Part {
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 struct Requested(Resources);
 
+impl Requested {
+    /// A pod's requests as a difference, cleaned as every sum is.
+    fn of(requests: &Resources) -> Requested {
+        let mut r = Requested(requests.clone());
+        r.clean();
+        r
+    }
+
+    /// Drops zero extended entries: a sum back at zero must equal one that never had the
+    /// resource.
+    fn clean(&mut self) {
+        self.0.extended.retain(|_, v| *v != 0);
+    }
+}
+
 impl IsZero for Requested {
     fn is_zero(&self) -> bool {
         self.0.is_zero()
@@ -42,15 +57,16 @@ impl IsZero for Requested {
 impl Semigroup for Requested {
     fn plus_equals(&mut self, rhs: &Self) {
         self.0.add_assign(&rhs.0);
-        // A sum back at zero must equal one that never had the resource.
-        self.0.extended.retain(|_, v| *v != 0);
+        self.clean();
     }
 }
 
 impl Multiply<isize> for Requested {
     type Output = Requested;
     fn multiply(self, rhs: &isize) -> Requested {
-        Requested(self.0.times(*rhs as i64))
+        let mut r = Requested(self.0.times(*rhs as i64));
+        r.clean();
+        r
     }
 }
 
@@ -66,40 +82,42 @@ fn daemon_runs_on(d: &DaemonSet, node: &Node) -> bool {
                 .any(|term| term.matches_labels(&node.labels)))
 }
 
-/// (node, namespace, labels) of bound pods, with how many pods have them.
-pub type LabelCount = ((String, String, BTreeMap<String, String>), isize);
+/// (node, (namespace, labels)) of bound pods, with how many pods have them.
+pub type LabelCount = ((String, LabelSet), isize);
+
+/// Pods bound to a node, by the node's name.
+pub type BoundPod = (String, SharedPod);
+
+/// The pods bound to a node, by its name: what node usage and the label counts read.
+pub fn bound_pods<'s>(
+    pods: VecCollection<'s, Epoch, SharedPod>,
+) -> VecCollection<'s, Epoch, BoundPod> {
+    pods.flat_map(|p| p.node_name.clone().map(|n| (n, p)))
+}
 
 /// The pods bound to each node, counted by (namespace, labels), kept per pod: what topology
 /// and affinity read of a node's pods (here, and for packing groups).
 pub fn bound_label_counts<'s>(
-    pods: VecCollection<'s, Epoch, SharedPod>,
+    bound: VecCollection<'s, Epoch, BoundPod>,
 ) -> VecCollection<'s, Epoch, LabelCount> {
-    pods.flat_map(|p| {
-        p.node_name
-            .clone()
-            .map(|n| (n, p.namespace.clone(), p.labels.clone()))
-    })
-    .count_total()
+    bound
+        .map(|(n, p)| (n, LabelSet::new(&p.namespace, &p.labels)))
+        .count_total()
 }
 
 /// What the pods bound to each node add up to, kept per pod: their requests summed, their
 /// label counts, and the DaemonSets among their owners. A node's final reduce then reads a
 /// record per label set, not each of its pods.
 fn bound_parts<'s>(
-    pods: VecCollection<'s, Epoch, SharedPod>,
+    bound: VecCollection<'s, Epoch, BoundPod>,
     labels: VecCollection<'s, Epoch, LabelCount>,
 ) -> VecCollection<'s, Epoch, (String, Part)> {
-    let bound = pods.flat_map(|p| p.node_name.clone().map(|n| (n, p)));
     let requested = bound
         .clone()
-        .explode(|(n, p)| {
-            let mut requests = p.scheduling.requests.clone();
-            requests.extended.retain(|_, v| *v != 0);
-            Some((n, Requested(requests)))
-        })
+        .explode(|(n, p)| Some((n, Requested::of(&p.scheduling.requests))))
         .count_total()
         .map(|(n, r)| (n, Part::Requested(r.0)));
-    let labels = labels.map(|((n, ns, labels), count)| (n, Part::Labels(ns, labels, count as i64)));
+    let labels = labels.map(|((n, set), count)| (n, Part::Labels(set, count as i64)));
     let running = bound.flat_map(|(n, p)| match &p.owner {
         Some((kind, d)) if kind == "DaemonSet" => {
             Some((n, Part::Running(p.namespace.clone(), d.clone())))
@@ -111,7 +129,7 @@ fn bound_parts<'s>(
 
 pub fn node_usage<'s>(
     nodes: VecCollection<'s, Epoch, SharedNode>,
-    pods: VecCollection<'s, Epoch, SharedPod>,
+    bound: VecCollection<'s, Epoch, BoundPod>,
     labels: VecCollection<'s, Epoch, LabelCount>,
     daemonsets: VecCollection<'s, Epoch, DaemonSet>,
 ) -> VecCollection<'s, Epoch, (String, NodeState)> {
@@ -122,7 +140,7 @@ pub fn node_usage<'s>(
         });
     nodes
         .map(|n| (n.name.clone(), Part::Node(n)))
-        .concat(bound_parts(pods, labels))
+        .concat(bound_parts(bound, labels))
         .concat(daemons)
         .reduce_named("NodeUsage", |_name, parts, out| {
             let mut node = None;
@@ -134,9 +152,7 @@ pub fn node_usage<'s>(
                 match part {
                     Part::Node(n) => node = Some(n),
                     Part::Requested(requests) => used.add_assign(&requests.times(*r as i64)),
-                    Part::Labels(ns, labels, n) => {
-                        pods.push((ns.clone(), labels.clone(), n * *r as i64));
-                    }
+                    Part::Labels(set, n) => pods.push((set.clone(), n * *r as i64)),
                     Part::Running(ns, d) => {
                         running.insert((ns, d));
                     }

@@ -25,7 +25,7 @@ use differential_dataflow::VecCollection;
 use dovetail_dataflow::engine::Epoch;
 use dovetail_dataflow::model::labels::{HOSTNAME, NODEPOOL};
 use dovetail_dataflow::model::taints::first_untolerated;
-use dovetail_dataflow::model::{LabelSelector, Node, Requirements, SharedNode, Taint};
+use dovetail_dataflow::model::{LabelSelector, LabelSet, Node, Requirements, SharedNode, Taint};
 use dovetail_dataflow::stable_hash::stable_hash;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -72,7 +72,7 @@ enum Part {
     NodePool(String),
     Signature(u64, NodeSignature),
     /// A bound pod's (namespace, labels) on nodes of a signature.
-    PodOn(u64, String, BTreeMap<String, String>),
+    PodOn(u64, LabelSet),
 }
 
 pub fn packing_groups<'s>(
@@ -107,8 +107,8 @@ pub fn packing_groups<'s>(
         .clone()
         .map(|(name, (id, _))| (name, id))
         .join_map(
-            bound_labels.map(|((name, ns, labels), _)| (name, (ns, labels))),
-            |_, id, (ns, labels)| ((), Part::PodOn(*id, ns.clone(), labels.clone())),
+            bound_labels.map(|((name, set), _)| (name, set)),
+            |_, id, set| ((), Part::PodOn(*id, set.clone())),
         );
     let nodes = signatures
         .map(|(_, (id, s))| ((), Part::Signature(id, s)))
@@ -162,7 +162,7 @@ fn group<'a>(parts: impl Iterator<Item = &'a Part>) -> Vec<(Member, GroupId)> {
                 pools.insert(name, next);
             }
             Part::Signature(id, s) => sigs.push((*id, s)),
-            Part::PodOn(sig, ns, labels) => pods_on.push((*sig, ns, labels)),
+            Part::PodOn(sig, set) => pods_on.push((*sig, set)),
         }
     }
     // Elements: classes, then NodePools, then signatures.
@@ -225,9 +225,9 @@ fn group<'a>(parts: impl Iterator<Item = &'a Part>) -> Vec<(Member, GroupId)> {
                 counted.extend(members);
             }
         }
-        for (sig, ns, labels) in &pods_on {
+        for (sig, set) in &pods_on {
             if let Some(&si) = sig_index.get(sig) {
-                if g.counts_pod(ns, labels) {
+                if g.counts_pod(set.namespace(), set.labels()) {
                     counted.push(si);
                 }
             }
@@ -483,7 +483,10 @@ mod tests {
             pool("general"),
             pool("batch"),
             tainted_nodes,
-            Part::PodOn(tainted, "default".into(), labels(&[("app", "train")])),
+            Part::PodOn(
+                tainted,
+                LabelSet::new("default", &labels(&[("app", "train")])),
+            ),
         ];
         let all = set(&[
             Member::Class(1),

@@ -2,7 +2,7 @@
 
 pub use dovetail_dataflow::model::UnitCost;
 use dovetail_dataflow::model::{
-    InstanceType, NodePool, PodScheduling, Requirements, Resources, SharedNode,
+    InstanceType, LabelSet, NodePool, PodScheduling, Requirements, Resources, SharedNode,
 };
 use dovetail_dataflow::scheduling_reasons::PoolRejection;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -90,7 +90,7 @@ pub struct Compatibility {
 }
 
 /// Bound pods by (namespace, labels), with counts: enough for topology and affinity counts.
-pub type BoundPods = Vec<(String, BTreeMap<String, String>, i64)>;
+pub type BoundPods = Vec<(LabelSet, i64)>;
 
 /// An existing Node or in-flight NodeClaim with what its bound pods already use.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

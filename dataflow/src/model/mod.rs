@@ -4,6 +4,7 @@ pub mod cron;
 pub mod duration;
 pub mod instance_type;
 pub mod kubelet;
+pub mod label_set;
 pub mod labels;
 pub mod node;
 pub mod nodepool;
@@ -17,6 +18,7 @@ pub mod taints;
 
 pub use instance_type::{InstanceType, Offering, Price, UnitCost};
 pub use kubelet::{KubeletConfig, Threshold};
+pub use label_set::LabelSet;
 pub use node::{DaemonSet, LaunchedWith, Node, PodDisruptionBudget, SharedNode};
 pub use nodepool::{
     Budget, CapacityReservation, ConsolidationPolicy, Disruption, EC2NodeClass, NodeClassStatus,

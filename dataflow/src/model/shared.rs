@@ -9,8 +9,25 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::sync::Arc;
 
 /// A record shared between its readers, compared, hashed and carried as the record itself.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// Two holders of one copy compare equal without reading it (`Arc`'s equality already does):
+/// differential sorts and merges by `Ord`, mostly copies of the same record.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Shared<T>(Arc<T>);
+
+impl<T: Ord> Ord for Shared<T> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        if Arc::ptr_eq(&self.0, &other.0) {
+            return std::cmp::Ordering::Equal;
+        }
+        self.0.cmp(&other.0)
+    }
+}
+
+impl<T: Ord> PartialOrd for Shared<T> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
 
 impl<T: Clone> Shared<T> {
     pub fn new(value: T) -> Shared<T> {

@@ -39,7 +39,9 @@ pub struct Bin {
     pub type_max: Option<(i64, i64)>,
     /// (class index, copies), in the order first placed.
     pub classes: Vec<(usize, i64)>,
-    /// Pods per topology group on this node (hostname-keyed groups and anti-affinity).
+    /// Pods per topology group on this node (hostname-keyed groups and anti-affinity). For
+    /// zone-like groups, only what the run placed here: an existing node's own pods of those
+    /// are counted in their domain, never read per node.
     pub group_counts: BTreeMap<usize, i64>,
     /// Groups that some pod here is anti-affine to (no member of them may join).
     pub anti_groups: BTreeSet<usize>,

@@ -30,7 +30,9 @@ use dovetail_dataflow::decisions::{Launch, Placement};
 use dovetail_dataflow::model::instance_type::OfferingFilter;
 use dovetail_dataflow::model::labels::{CAPACITY_TYPE, NODEPOOL, ZONE};
 use dovetail_dataflow::model::taints::first_untolerated;
-use dovetail_dataflow::model::{InstanceType, Milli, Requirement, Requirements, Resources};
+use dovetail_dataflow::model::{
+    InstanceType, LabelSet, Milli, Requirement, Requirements, Resources,
+};
 use dovetail_dataflow::scheduling_reasons::{PoolRejection, Unschedulable};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -358,10 +360,31 @@ impl<'a> Solver<'a> {
         // The groups that count a pod, by its namespace and labels: a cluster's nodes share a
         // few label sets, and matching each pod entry against every selector was most of a
         // whole-cluster disruption simulation.
-        let mut pod_groups: rustc_hash::FxHashMap<(&str, &BTreeMap<String, String>), Vec<usize>> =
+        let mut pod_groups: rustc_hash::FxHashMap<&LabelSet, Vec<usize>> =
             rustc_hash::FxHashMap::default();
         let counted: Option<Vec<Rc<Vec<i64>>>> =
             shared.map(|s| topo.groups.iter().map(|g| s.counts(g)).collect());
+        // A node's count of a zone-like group is read only to sum its domain's below: kept by
+        // node here rather than in its bin's map, which then holds only what placements add
+        // (a map entry per node and group was a fifth of a whole-cluster simulation's setup).
+        let mut zone_counts: Vec<Vec<i64>> = topo
+            .groups
+            .iter()
+            .map(|g| {
+                if g.per_node() {
+                    Vec::new()
+                } else {
+                    vec![0; nodes.len()]
+                }
+            })
+            .collect();
+        let mut count_on = |bin: &mut Bin, i: usize, g: usize, count: i64| {
+            group_totals[g] += count;
+            match zone_counts[g].get_mut(i) {
+                Some(c) => *c += count,
+                None => *bin.group_counts.entry(g).or_insert(0) += count,
+            }
+        };
         for (i, n) in nodes.iter().enumerate() {
             let mut bin = Bin {
                 kind: BinKind::Existing { node: i },
@@ -380,22 +403,22 @@ impl<'a> Solver<'a> {
                     for (g, per_node) in counted.iter().enumerate() {
                         let count = per_node.get(at as usize).copied().unwrap_or(0);
                         if count != 0 {
-                            group_totals[g] += count;
-                            *bin.group_counts.entry(g).or_insert(0) += count;
+                            count_on(&mut bin, i, g, count);
                         }
                     }
                 }
                 _ if topo.groups.is_empty() => {}
                 _ => {
-                    for (ns, labels, count) in n.pods.iter() {
-                        let groups = pod_groups.entry((ns.as_str(), labels)).or_insert_with(|| {
+                    for (set, count) in n.pods.iter() {
+                        let groups = pod_groups.entry(set).or_insert_with(|| {
                             (0..topo.groups.len())
-                                .filter(|&g| topo.groups[g].counts_pod(ns, labels))
+                                .filter(|&g| {
+                                    topo.groups[g].counts_pod(set.namespace(), set.labels())
+                                })
                                 .collect()
                         });
                         for &g in groups.iter() {
-                            group_totals[g] += count;
-                            *bin.group_counts.entry(g).or_insert(0) += count;
+                            count_on(&mut bin, i, g, *count);
                         }
                     }
                 }
@@ -406,7 +429,7 @@ impl<'a> Solver<'a> {
         // by value (found once per key, from `shared` when given), each group's count summed
         // before it is added.
         let mut node_values: Vec<(String, Rc<NodeValues<'a>>)> = Vec::new();
-        for g in 0..topo.groups.len() {
+        for (g, counts) in zone_counts.iter().enumerate() {
             if topo.groups[g].per_node() {
                 continue;
             }
@@ -426,7 +449,7 @@ impl<'a> Solver<'a> {
                 }
             };
             for (v, on) in values.iter() {
-                let sum: i64 = on.iter().map(|&i| bins[i].group_count(g)).sum();
+                let sum: i64 = on.iter().map(|&i| counts[i]).sum();
                 if sum != 0 {
                     topo.add(g, v, sum);
                 }

@@ -1038,8 +1038,8 @@ fn not_on_existing_nodes<'a>(out: &SolverOutput, classes: &[SimClass<'a>]) -> Ve
 fn pods_counted(group: &Group, n: &NodeState) -> i64 {
     n.pods
         .iter()
-        .filter(|(ns, labels, _)| group.counts_pod(ns, labels))
-        .map(|(_, _, count)| count)
+        .filter(|(set, _)| group.counts_pod(set.namespace(), set.labels()))
+        .map(|(_, count)| count)
         .sum()
 }
 
@@ -1050,7 +1050,7 @@ mod tests {
     use crate::types::UnitCost;
     use dovetail_dataflow::model::labels::ZONE;
     use dovetail_dataflow::model::{
-        LabelSelector, Node, PodScheduling, Requirement, Requirements, TopologySpread,
+        LabelSelector, LabelSet, Node, PodScheduling, Requirement, Requirements, TopologySpread,
     };
 
     /// A small deterministic generator (xorshift), so the test needs no dependency.
@@ -1152,7 +1152,7 @@ mod tests {
             }
             .into(),
             used,
-            pods: vec![("default".to_string(), labels(app), rng.below(3) as i64)].into(),
+            pods: vec![(LabelSet::new("default", &labels(app)), rng.below(3) as i64)].into(),
         }
     }
 
