@@ -85,7 +85,7 @@ fn daemon_runs_on(d: &DaemonSet, node: &Node) -> bool {
 /// (node, (namespace, labels)) of bound pods, with how many pods have them.
 pub type LabelCount = ((String, LabelSet), isize);
 
-/// Pods bound to a node, by the node's name.
+/// A pod bound to a node, with the node's name.
 pub type BoundPod = (String, SharedPod);
 
 /// The pods bound to a node, by its name: what node usage and the label counts read.

@@ -335,11 +335,13 @@ impl<'a> Evaluation<'a> {
         // wait their turn, it runs once per clock minute, and first, so that its runs count
         // against the budget the single-node re-checks then share (an evaluation costs about
         // one budget whichever of the two it runs).
-        let multi = self.multi_due.then(|| {
+        let multi = if self.multi_due {
             self.multi_ran = true;
             self.multi_node()
-        });
-        self.mark("multi");
+        } else {
+            None
+        };
+        self.mark("multi first");
         let options = self.single_node_options();
         self.mark("single");
         self.consolidate(options, multi);
@@ -348,18 +350,18 @@ impl<'a> Evaluation<'a> {
     /// Multi-node consolidation if it finds a command (`multi`, when it already ran), else the
     /// best single-node option; every option is listed once: blocked by budget, chosen, or
     /// waiting its turn.
-    fn consolidate(&mut self, mut options: Vec<(&'a Slot, i64)>, multi: Option<Option<Command>>) {
+    fn consolidate(&mut self, mut options: Vec<(&'a Slot, i64)>, multi: Option<Command>) {
         self.balanced_filter(&mut options);
         self.mark("balanced");
-        let multi = match multi {
-            Some(multi) => multi,
-            None if self.deferred.borrow().is_empty() => {
-                self.multi_ran = true;
-                self.multi_node()
-            }
-            None => None,
+        // Not run yet this evaluation: it runs after the single-node options when no re-check
+        // is waiting its turn (see `run`).
+        let multi = if multi.is_none() && !self.multi_ran && self.deferred.borrow().is_empty() {
+            self.multi_ran = true;
+            self.multi_node()
+        } else {
+            multi
         };
-        self.mark("multi");
+        self.mark("multi after");
         let (chosen, waiting) = match multi {
             Some(cmd) => self.take_multi_node(cmd, &options),
             None => self.take_single_node(options),
