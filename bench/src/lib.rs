@@ -2,6 +2,7 @@
 //! incrementally, against from-scratch recomputation.
 
 pub mod churn;
+pub mod churn_chart;
 pub mod disruption;
 pub mod measure;
 pub mod packing;

@@ -1,11 +1,14 @@
 //! `dovetail-bench-churn`: the churn rows of issue 20. For each size, writes the churn trace
 //! (`dovetail_bench::churn`) and its NodePool, replays it with `dovetail replay --json` (the
 //! binary beside this one unless `--dovetail` says otherwise), and reports the engine's update
-//! time per epoch (hdrhistogram percentiles), the wall time and the replay's peak RSS.
+//! time per epoch (hdrhistogram percentiles), the wall time and the replay's peak RSS, with a
+//! chart (`chart.svg`). `--render FILE...` draws committed results side by side instead,
+//! measuring nothing.
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use dovetail_bench::churn::{write_trace, Churn, NODEPOOLS_YAML};
+use dovetail_bench::churn_chart::{self, ChurnRun};
 use serde_json::{json, Value};
 use std::io::BufWriter;
 use std::path::PathBuf;
@@ -30,10 +33,66 @@ struct Args {
     dovetail: Option<PathBuf>,
     #[arg(long, default_value = "target/bench-churn")]
     out: PathBuf,
+    /// Results to draw side by side into `OUT/chart.svg` (the bench's `results.json` or a
+    /// replay's `--json`), without running anything.
+    #[arg(long, num_args = 1..)]
+    render: Vec<PathBuf>,
+    /// With `--render`: one label per file (default: the file's name).
+    #[arg(long, value_delimiter = ',')]
+    labels: Vec<String>,
+    /// With `--render`: the chart's title.
+    #[arg(
+        long,
+        default_value = "Churn replays: engine update per epoch (log scale)"
+    )]
+    title: String,
+}
+
+/// Draws `files` side by side into `out/chart.svg`.
+fn render(files: &[PathBuf], labels: &[String], title: &str, out: &std::path::Path) -> Result<()> {
+    if !labels.is_empty() && labels.len() != files.len() {
+        bail!(
+            "--labels gives {} labels for {} files",
+            labels.len(),
+            files.len()
+        );
+    }
+    let mut runs: Vec<ChurnRun> = Vec::new();
+    for (i, file) in files.iter().enumerate() {
+        let label = match labels.get(i) {
+            Some(l) => l.clone(),
+            None => file
+                .file_stem()
+                .map(|s| {
+                    s.to_string_lossy()
+                        .trim_start_matches("results-")
+                        .to_string()
+                })
+                .unwrap_or_default(),
+        };
+        let text =
+            std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+        runs.extend(
+            churn_chart::read_runs(&text, &label).with_context(|| file.display().to_string())?,
+        );
+    }
+    write_chart(out, title, &runs)
+}
+
+fn write_chart(out: &std::path::Path, title: &str, runs: &[ChurnRun]) -> Result<()> {
+    std::fs::create_dir_all(out)?;
+    let path = out.join("chart.svg");
+    std::fs::write(&path, churn_chart::chart(title, runs)?)
+        .with_context(|| format!("writing {}", path.display()))?;
+    eprintln!("chart: {}", path.display());
+    Ok(())
 }
 
 fn main() -> Result<()> {
     let args = Args::parse();
+    if !args.render.is_empty() {
+        return render(&args.render, &args.labels, &args.title, &args.out);
+    }
     let dovetail = dovetail_bench::dovetail_binary(args.dovetail.as_deref())?;
     std::fs::create_dir_all(&args.out)?;
     let nodepools = args.out.join("nodepools.yaml");
@@ -89,7 +148,13 @@ fn main() -> Result<()> {
         rows.push(row);
     }
     let results = args.out.join("results.json");
-    std::fs::write(&results, serde_json::to_string_pretty(&rows)?)?;
+    let json = serde_json::to_string_pretty(&rows)?;
+    std::fs::write(&results, &json)?;
+    write_chart(
+        &args.out,
+        "Churn replay: engine update per epoch (log scale)",
+        &churn_chart::read_runs(&json, "")?,
+    )?;
     println!("| pods at start | changes | epochs | update p50 | p99 | max | decision diffs p99 | max | wall | peak RSS | peak nodes |");
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for r in &rows {

@@ -113,12 +113,36 @@ impl<'a> OfferingFilter<'a> {
         }
     }
 
+    /// The filter's parts, owned, for a cache that keeps answers per filter.
+    pub fn key(&self) -> OfferingKey {
+        OfferingKey {
+            zone: self.zone.cloned(),
+            zone_id: self.zone_id.cloned(),
+            capacity_type: self.capacity_type.cloned(),
+        }
+    }
+
+    /// Whether this filter is the one `key` was taken from (admits exactly the same offerings).
+    pub fn is(&self, key: &OfferingKey) -> bool {
+        self.zone == key.zone.as_ref()
+            && self.zone_id == key.zone_id.as_ref()
+            && self.capacity_type == key.capacity_type.as_ref()
+    }
+
     /// Same answer as [`offering_allowed`].
     pub fn allows(&self, o: &Offering) -> bool {
         self.zone.is_none_or(|r| r.has(&o.zone))
             && self.capacity_type.is_none_or(|r| r.has(&o.capacity_type))
             && (o.zone_id.is_empty() || self.zone_id.is_none_or(|r| r.has(&o.zone_id)))
     }
+}
+
+/// An [`OfferingFilter`]'s parts, owned (see [`OfferingFilter::key`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OfferingKey {
+    zone: Option<super::requirements::Requirement>,
+    zone_id: Option<super::requirements::Requirement>,
+    capacity_type: Option<super::requirements::Requirement>,
 }
 
 /// True when an offering's zone, zone id and capacity type satisfy `allowed`.

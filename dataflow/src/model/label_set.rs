@@ -40,26 +40,25 @@ impl LabelSet {
         INTERNED.with(|table| {
             let mut table = table.borrow_mut();
             let (sets, sweep_at) = &mut *table;
-            if let Some(live) = sets.get(&hash).and_then(Weak::upgrade) {
-                if live.namespace == namespace && live.labels == *labels {
+            let collides = match sets.get(&hash).and_then(Weak::upgrade) {
+                Some(live) if live.namespace == namespace && live.labels == *labels => {
                     return LabelSet(live);
                 }
                 // Another set with the same hash: correct, only not shared.
-                return LabelSet(Arc::new(Inner {
-                    hash,
-                    namespace: namespace.to_string(),
-                    labels: labels.clone(),
-                }));
-            }
+                Some(_) => true,
+                None => false,
+            };
             let set = Arc::new(Inner {
                 hash,
                 namespace: namespace.to_string(),
                 labels: labels.clone(),
             });
-            sets.insert(hash, Arc::downgrade(&set));
-            if sets.len() >= *sweep_at {
-                sets.retain(|_, w| w.strong_count() > 0);
-                *sweep_at = (2 * sets.len()).max(1024);
+            if !collides {
+                sets.insert(hash, Arc::downgrade(&set));
+                if sets.len() >= *sweep_at {
+                    sets.retain(|_, w| w.strong_count() > 0);
+                    *sweep_at = (2 * sets.len()).max(1024);
+                }
             }
             LabelSet(set)
         })

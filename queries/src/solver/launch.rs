@@ -1,6 +1,7 @@
 //! Turns a planned bin into a Launch: cheapest types first, the zones and capacity types its
 //! offerings allow, and a deterministic name.
 
+use super::cheapest::Cheapest;
 use super::ClassInput;
 use crate::types::PoolTypes;
 use dovetail_dataflow::decisions::Launch;
@@ -13,8 +14,10 @@ use std::collections::{BTreeMap, BTreeSet};
 /// Karpenter sends at most this many instance types to CreateFleet.
 pub const MAX_INSTANCE_TYPES: usize = 60;
 
+/// `cheapest` is `pool`'s types under `requirements`' offering filter.
 pub fn launch(
     pool: &PoolTypes,
+    cheapest: &Cheapest<'_>,
     types: &[u32],
     requirements: &Requirements,
     classes_in_bin: &[(usize, i64)],
@@ -26,14 +29,15 @@ pub fn launch(
         .iter()
         .filter_map(|&t| {
             let pt = pool.types.get(t as usize)?;
-            let o = pt.instance_type.cheapest_offering_in(&filter)?;
+            let o = cheapest.of(t)?;
             Some((o.price.0, pt.instance_type.name.as_str(), t as usize))
         })
         .collect();
     priced.sort();
     priced.truncate(MAX_INSTANCE_TYPES);
-    let mut zones = BTreeSet::new();
-    let mut capacity_types = BTreeSet::new();
+    // Borrowed while gathering: sixty types of a dozen offerings each name the same few zones.
+    let mut zones: BTreeSet<&str> = BTreeSet::new();
+    let mut capacity_types: BTreeSet<&str> = BTreeSet::new();
     for &(_, _, t) in &priced {
         for o in pool.types[t]
             .instance_type
@@ -41,8 +45,8 @@ pub fn launch(
             .iter()
             .filter(|o| o.available && filter.allows(o))
         {
-            zones.insert(o.zone.clone());
-            capacity_types.insert(o.capacity_type.clone());
+            zones.insert(&o.zone);
+            capacity_types.insert(&o.capacity_type);
         }
     }
     let names: Vec<String> = priced.iter().map(|(_, n, _)| n.to_string()).collect();
@@ -66,8 +70,8 @@ pub fn launch(
         name: format!("{}-{:010x}", pool.nodepool.name, hash & 0xff_ffff_ffff),
         nodepool: pool.nodepool.name.clone(),
         instance_types: names,
-        zones: zones.into_iter().collect(),
-        capacity_types: capacity_types.into_iter().collect(),
+        zones: zones.into_iter().map(str::to_string).collect(),
+        capacity_types: capacity_types.into_iter().map(str::to_string).collect(),
         price: dovetail_dataflow::model::Price(priced.first().map(|p| p.0).unwrap_or(0)),
         requirements: reqs,
         pods_by_class,

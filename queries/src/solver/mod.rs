@@ -14,6 +14,7 @@
 //! It is a pure function of its input, so the incremental engine and a from-scratch run agree.
 
 mod bin;
+pub mod cheapest;
 mod launch;
 mod seed;
 mod shape;
@@ -26,6 +27,7 @@ pub use warm::{carried_on_runs, solve_warm, Warm};
 use crate::spread_domains::SpreadDomain;
 use crate::types::{ClassId, Compatibility, NodeState, PodClass, PoolTypes};
 use bin::{Bin, BinKind};
+use cheapest::CheapestOfferings;
 use dovetail_dataflow::decisions::{Launch, Placement};
 use dovetail_dataflow::model::instance_type::OfferingFilter;
 use dovetail_dataflow::model::labels::{CAPACITY_TYPE, NODEPOOL, ZONE};
@@ -147,6 +149,9 @@ struct Solver<'a> {
     /// without).
     shared: Option<&'a dyn SharedNodes>,
     index: Vec<Option<u32>>,
+    /// The types' cheapest offerings per filter: the caller's when it shares them, else this
+    /// run's.
+    cheapest: Rc<CheapestOfferings>,
 }
 
 /// A label's values on the nodes, each with the indices of the nodes that carry it.
@@ -170,6 +175,10 @@ pub trait SharedNodes {
     /// Whether each listed node's labels match `reqs`, by index, as far as found so far
     /// (`None`: not yet), for the runs to fill in and share.
     fn matches(&self, reqs: &Requirements) -> LabelMatches;
+    /// The NodePools' types' cheapest offerings as found so far, for the runs to fill in and
+    /// share: every run that shares them must be given the same `PoolTypes` (see
+    /// [`CheapestOfferings`]).
+    fn cheapest(&self) -> Rc<CheapestOfferings>;
 }
 
 /// Each of a caller's nodes' value of a label (by its index), as a number standing for the
@@ -471,6 +480,7 @@ impl<'a> Solver<'a> {
             bins,
             failures: Vec::new(),
             taken: shared.map(|s| s.names()),
+            cheapest: shared.map(|s| s.cheapest()).unwrap_or_default(),
             shared,
             index: index.unwrap_or_default(),
             claimed: BTreeSet::new(),
@@ -1094,6 +1104,7 @@ impl<'a> Solver<'a> {
     ) -> Option<(i64, Vec<u32>, Option<Resources>)> {
         let pt = &self.pools[pool].types;
         let offerings = OfferingFilter::new(merged);
+        let cheapest = self.cheapest.under(self.pools[pool], &offerings);
         let mut fits: Vec<(u32, i64)> = Vec::new();
         for &t in types {
             if !has_bit(bits, t) {
@@ -1104,21 +1115,13 @@ impl<'a> Solver<'a> {
             };
             // Cheap resource check first; the offering check looks at every offering.
             let k = cap.min(req.copies_in_remaining(&p.available, used));
-            if k <= 0 {
-                continue;
-            }
-            let it = &p.instance_type;
-            if !it
-                .offerings
-                .iter()
-                .any(|o| o.available && offerings.allows(o))
-            {
+            if k <= 0 || cheapest.of(t).is_none() {
                 continue;
             }
             fits.push((t, k));
         }
         if opening {
-            if let Some((fill, k)) = shape::fill_type(&fits, pt, &self.demand[pool], &offerings) {
+            if let Some((fill, k)) = shape::fill_type(&fits, pt, &self.demand[pool], &cheapest) {
                 let chosen: Vec<u32> = fits
                     .iter()
                     .filter(|(_, kt)| *kt >= k)
@@ -1149,11 +1152,7 @@ impl<'a> Solver<'a> {
             }
             let price = chosen
                 .iter()
-                .filter_map(|&t| {
-                    pt.get(t as usize)?
-                        .instance_type
-                        .cheapest_offering_in(&offerings)
-                })
+                .filter_map(|&t| cheapest.of(t))
                 .map(|o| o.price.0)
                 .min()
                 .unwrap_or(i64::MAX);
@@ -1452,8 +1451,10 @@ impl<'a> Solver<'a> {
                         None
                     }
                     _ => {
+                        let filter = OfferingFilter::new(requirements);
                         let mut l = launch::launch(
                             self.pools[*pool],
+                            &self.cheapest.under(self.pools[*pool], &filter),
                             types,
                             requirements,
                             &bin.classes,

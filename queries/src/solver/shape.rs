@@ -11,8 +11,8 @@
 //! type: the last NodeClaims are right-sized). With much demand left this picks the family whose
 //! CPU:memory ratio suits the mix best; with little left, the smallest type that holds it.
 
+use super::cheapest::Cheapest;
 use crate::types::PoolType;
-use dovetail_dataflow::model::instance_type::OfferingFilter;
 use dovetail_dataflow::model::Resources;
 
 /// How many copies of `available` the demand needs, as a fraction (resources the type lacks
@@ -29,19 +29,20 @@ fn copies_needed(demand: &Resources, available: &Resources) -> f64 {
 }
 
 /// Of `fits` (type index, copies of the class it holds), the fill type for a NodeClaim opened
-/// while `demand` is still to place, with the copies it holds.
+/// while `demand` is still to place, with the copies it holds (`cheapest`: the NodePool's
+/// types under the NodeClaim's offering filter).
 pub fn fill_type(
     fits: &[(u32, i64)],
     types: &[PoolType],
     demand: &Resources,
-    offerings: &OfferingFilter<'_>,
+    cheapest: &Cheapest<'_>,
 ) -> Option<(u32, i64)> {
     let mut best: Option<Candidate> = None;
     for &(t, k) in fits {
         let Some(pt) = types.get(t as usize) else {
             continue;
         };
-        let Some(offering) = pt.instance_type.cheapest_offering_in(offerings) else {
+        let Some(offering) = cheapest.of(t) else {
             continue;
         };
         let needed = copies_needed(demand, &pt.available).ceil().max(1.0);

@@ -147,6 +147,7 @@ impl<'a> Solver<'a> {
             node_values: std::cell::RefCell::default(),
             shared: None,
             index: Vec::new(),
+            cheapest: Rc::default(),
         };
         (solver, warm.classes)
     }

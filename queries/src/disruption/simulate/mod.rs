@@ -26,6 +26,7 @@ pub use memo::Memo;
 pub use taken::Taken;
 use taken::{mix, removed_before, Removed};
 
+use crate::solver::cheapest::CheapestOfferings;
 use crate::solver::topology::Group;
 use crate::solver::{
     solve, solve_shared, ClassInput, LabelMatches, LabelValues, SharedNodes, SolverInput,
@@ -35,7 +36,7 @@ use crate::types::{ClassId, Compatibility, NodeState, PodClass, PoolTypes};
 use dovetail_dataflow::decisions::Placement;
 use dovetail_dataflow::model::instance_type::OfferingFilter;
 use dovetail_dataflow::model::labels::HOSTNAME;
-use dovetail_dataflow::model::{Requirements, Resources, WhenUnsatisfiable};
+use dovetail_dataflow::model::{LabelSet, Requirements, Resources, WhenUnsatisfiable};
 use dovetail_dataflow::stable_hash::stable_hash;
 use rustc_hash::FxHashMap as HashMap;
 use std::cell::RefCell;
@@ -886,6 +887,8 @@ struct Shared {
     names: std::cell::OnceCell<Rc<BTreeSet<String>>>,
     /// By a hash of the requirements: which nodes' labels they match.
     matches: RefCell<HashMap<u64, LabelMatches>>,
+    /// The cheapest offerings of the World's NodePools' types, per filter.
+    cheapest: Rc<CheapestOfferings>,
 }
 
 impl World<'_> {
@@ -942,6 +945,8 @@ impl SharedNodes for World<'_> {
             let kept = memo.group_counts.entry(key).or_default();
             let last = std::mem::take(&mut kept.1);
             kept.0 = evaluation;
+            // Label sets are interned, so most nodes share theirs: match each set once.
+            let mut counted: HashMap<u64, (LabelSet, bool)> = HashMap::default();
             let per_node = self
                 .everywhere()
                 .into_iter()
@@ -950,11 +955,11 @@ impl SharedNodes for World<'_> {
                         let count = last
                             .get(&f)
                             .copied()
-                            .unwrap_or_else(|| pods_counted(group, n));
+                            .unwrap_or_else(|| pods_counted(group, n, &mut counted));
                         kept.1.insert(f, count);
                         count
                     }
-                    None => pods_counted(group, n),
+                    None => pods_counted(group, n, &mut counted),
                 })
                 .collect();
             Rc::new(per_node)
@@ -1014,6 +1019,11 @@ impl SharedNodes for World<'_> {
                 .or_insert_with(|| Rc::new(RefCell::new(vec![None; len]))),
         )
     }
+
+    /// Every whole-cluster run of the World is given the World's own NodePools.
+    fn cheapest(&self) -> Rc<CheapestOfferings> {
+        Rc::clone(&self.shared.cheapest)
+    }
 }
 
 /// The pods of a whole-cluster run that went on new NodeClaims or nowhere, by class.
@@ -1034,11 +1044,20 @@ fn not_on_existing_nodes<'a>(out: &SolverOutput, classes: &[SimClass<'a>]) -> Ve
         .collect()
 }
 
-/// How many of the node's pods the group counts.
-fn pods_counted(group: &Group, n: &NodeState) -> i64 {
+/// How many of the node's pods the group counts; `counted` remembers, by label set id, whether
+/// the group counts a set's pods (a set whose id another set holds is matched afresh).
+fn pods_counted(group: &Group, n: &NodeState, counted: &mut HashMap<u64, (LabelSet, bool)>) -> i64 {
     n.pods
         .iter()
-        .filter(|(set, _)| group.counts_pod(set.namespace(), set.labels()))
+        .filter(|(set, _)| match counted.get(&set.id()) {
+            Some((known, answer)) if known == set => *answer,
+            Some(_) => group.counts_pod(set.namespace(), set.labels()),
+            None => {
+                let answer = group.counts_pod(set.namespace(), set.labels());
+                counted.insert(set.id(), (set.clone(), answer));
+                answer
+            }
+        })
         .map(|(_, count)| count)
         .sum()
 }
