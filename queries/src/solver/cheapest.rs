@@ -74,6 +74,16 @@ pub struct Cheapest<'c> {
 }
 
 impl<'c> Cheapest<'c> {
+    /// The NodePool this was made for.
+    pub fn pool(&self) -> &'c PoolTypes {
+        self.pool
+    }
+
+    /// The filter this was made for.
+    pub fn filter(&self) -> &'c OfferingFilter<'c> {
+        self.filter
+    }
+
     /// Type `t`'s cheapest available offering the filter admits.
     pub fn of(&self, t: u32) -> Option<&'c Offering> {
         let pool = self.pool;

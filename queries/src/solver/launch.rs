@@ -3,9 +3,7 @@
 
 use super::cheapest::Cheapest;
 use super::ClassInput;
-use crate::types::PoolTypes;
 use dovetail_dataflow::decisions::Launch;
-use dovetail_dataflow::model::instance_type::OfferingFilter;
 use dovetail_dataflow::model::labels::INSTANCE_TYPE;
 use dovetail_dataflow::model::{Requirement, Requirements};
 use dovetail_dataflow::stable_hash::stable_hash;
@@ -14,9 +12,8 @@ use std::collections::{BTreeMap, BTreeSet};
 /// Karpenter sends at most this many instance types to CreateFleet.
 pub const MAX_INSTANCE_TYPES: usize = 60;
 
-/// `cheapest` is `pool`'s types under `requirements`' offering filter.
+/// `cheapest` is the NodePool's types under `requirements`' offering filter.
 pub fn launch(
-    pool: &PoolTypes,
     cheapest: &Cheapest<'_>,
     types: &[u32],
     requirements: &Requirements,
@@ -24,7 +21,7 @@ pub fn launch(
     classes: &[ClassInput<'_>],
     ordinals: &mut BTreeMap<u64, u32>,
 ) -> Launch {
-    let filter = OfferingFilter::new(requirements);
+    let (pool, filter) = (cheapest.pool(), cheapest.filter());
     let mut priced: Vec<(i64, &str, usize)> = types
         .iter()
         .filter_map(|&t| {

@@ -1453,7 +1453,6 @@ impl<'a> Solver<'a> {
                     _ => {
                         let filter = OfferingFilter::new(requirements);
                         let mut l = launch::launch(
-                            self.pools[*pool],
                             &self.cheapest.under(self.pools[*pool], &filter),
                             types,
                             requirements,

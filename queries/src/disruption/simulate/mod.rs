@@ -946,7 +946,7 @@ impl SharedNodes for World<'_> {
             let last = std::mem::take(&mut kept.1);
             kept.0 = evaluation;
             // Label sets are interned, so most nodes share theirs: match each set once.
-            let mut counted: HashMap<u64, (LabelSet, bool)> = HashMap::default();
+            let mut counted: HashMap<LabelSet, bool> = HashMap::default();
             let per_node = self
                 .everywhere()
                 .into_iter()
@@ -1044,17 +1044,16 @@ fn not_on_existing_nodes<'a>(out: &SolverOutput, classes: &[SimClass<'a>]) -> Ve
         .collect()
 }
 
-/// How many of the node's pods the group counts; `counted` remembers, by label set id, whether
-/// the group counts a set's pods (a set whose id another set holds is matched afresh).
-fn pods_counted(group: &Group, n: &NodeState, counted: &mut HashMap<u64, (LabelSet, bool)>) -> i64 {
+/// How many of the node's pods the group counts; `counted` remembers whether the group counts
+/// a label set's pods.
+fn pods_counted(group: &Group, n: &NodeState, counted: &mut HashMap<LabelSet, bool>) -> i64 {
     n.pods
         .iter()
-        .filter(|(set, _)| match counted.get(&set.id()) {
-            Some((known, answer)) if known == set => *answer,
-            Some(_) => group.counts_pod(set.namespace(), set.labels()),
+        .filter(|(set, _)| match counted.get(set) {
+            Some(answer) => *answer,
             None => {
                 let answer = group.counts_pod(set.namespace(), set.labels());
-                counted.insert(set.id(), (set.clone(), answer));
+                counted.insert(set.clone(), answer);
                 answer
             }
         })
