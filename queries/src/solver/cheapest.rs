@@ -1,4 +1,5 @@
-//! Each NodePool type's cheapest offering under an offering filter, looked up once and kept.
+//! Each NodePool type's cheapest offering under an offering filter, and the zones and
+//! capacity types of the offerings the filter admits, looked up once and kept.
 //!
 //! Opening a NodeClaim prices every type that fits it (to choose its fill type, see `shape`),
 //! and launching one prices its candidate types again. A run opens many NodeClaims under the
@@ -31,6 +32,60 @@ struct Table {
     filter: OfferingKey,
     /// Per type index: the index of its cheapest offering, or `UNKNOWN` / `NONE`.
     cheapest: Vec<u32>,
+    /// Per type index, once looked up: the zones (low bits, indices into `zones`) and capacity
+    /// types (from bit `CAPACITY_BIT`) of its available offerings the filter admits; `None`
+    /// inside when the table ran out of bits (then a launch gathers them itself).
+    places: Vec<Option<Option<u64>>>,
+    zones: Vec<String>,
+    capacity_types: Vec<String>,
+}
+
+/// Where the capacity types start in a [`Table`]'s place masks.
+const CAPACITY_BIT: usize = 48;
+
+impl Table {
+    fn intern(names: &mut Vec<String>, name: &str, room: usize) -> Option<usize> {
+        match names.iter().position(|n| n == name) {
+            Some(i) => Some(i),
+            None if names.len() < room => {
+                names.push(name.to_string());
+                Some(names.len() - 1)
+            }
+            None => None,
+        }
+    }
+
+    /// The place mask of type `t` (see `places`).
+    fn places_of(
+        &mut self,
+        pool: &PoolTypes,
+        filter: &OfferingFilter<'_>,
+        t: usize,
+    ) -> Option<u64> {
+        if let Some(known) = self.places.get(t).copied().flatten() {
+            return known;
+        }
+        let mut mask = Some(0u64);
+        for o in pool.types.get(t)?.instance_type.offerings.iter() {
+            if !(o.available && filter.allows(o)) {
+                continue;
+            }
+            let zone = Self::intern(&mut self.zones, &o.zone, CAPACITY_BIT);
+            let capacity = Self::intern(
+                &mut self.capacity_types,
+                &o.capacity_type,
+                64 - CAPACITY_BIT,
+            );
+            mask = match (mask, zone, capacity) {
+                (Some(m), Some(z), Some(c)) => Some(m | 1 << z | 1 << (CAPACITY_BIT + c)),
+                _ => None,
+            };
+        }
+        if let Some(slot) = self.places.get_mut(t) {
+            *slot = Some(mask);
+        }
+        mask
+    }
 }
 
 impl CheapestOfferings {
@@ -52,6 +107,9 @@ impl CheapestOfferings {
                     pool: address,
                     filter: filter.key(),
                     cheapest: vec![UNKNOWN; pool.types.len()],
+                    places: vec![None; pool.types.len()],
+                    zones: Vec::new(),
+                    capacity_types: Vec::new(),
                 });
                 tables.len() - 1
             }
@@ -102,6 +160,61 @@ impl<'c> Cheapest<'c> {
             i => offerings.get(i as usize),
         }
     }
+
+    /// The zones and the capacity types, each sorted, of the available offerings of `types`
+    /// that the filter admits: where a launch of them may land. Sixty types of a dozen
+    /// offerings each name the same few zones, so each type's are looked up once.
+    pub fn places(&self, types: impl Iterator<Item = u32> + Clone) -> (Vec<String>, Vec<String>) {
+        let mut tables = self.cache.tables.borrow_mut();
+        let Some(table) = tables.get_mut(self.table) else {
+            return (Vec::new(), Vec::new());
+        };
+        let mut mask = Some(0u64);
+        for t in types.clone() {
+            mask = mask
+                .zip(table.places_of(self.pool, self.filter, t as usize))
+                .map(|(a, b)| a | b);
+        }
+        let (zones, capacity_types): (
+            std::collections::BTreeSet<&str>,
+            std::collections::BTreeSet<&str>,
+        ) = match mask {
+            Some(mask) => (
+                bits(mask, 0, &table.zones).collect(),
+                bits(mask, CAPACITY_BIT, &table.capacity_types).collect(),
+            ),
+            // More zones than bits: gathered the long way.
+            None => {
+                let admitted = || {
+                    types.clone().flat_map(|t| {
+                        self.pool
+                            .types
+                            .get(t as usize)
+                            .into_iter()
+                            .flat_map(|pt| pt.instance_type.offerings.iter())
+                            .filter(|o| o.available && self.filter.allows(o))
+                    })
+                };
+                (
+                    admitted().map(|o| o.zone.as_str()).collect(),
+                    admitted().map(|o| o.capacity_type.as_str()).collect(),
+                )
+            }
+        };
+        (
+            zones.into_iter().map(str::to_string).collect(),
+            capacity_types.into_iter().map(str::to_string).collect(),
+        )
+    }
+}
+
+/// The names of the bits of `mask` from `from` on, one per name in `names`.
+fn bits(mask: u64, from: usize, names: &[String]) -> impl Iterator<Item = &str> {
+    names
+        .iter()
+        .enumerate()
+        .filter(move |(i, _)| mask & 1 << (from + i) != 0)
+        .map(|(_, n)| n.as_str())
 }
 
 #[cfg(test)]
@@ -181,6 +294,43 @@ mod tests {
             cache.under(&p, &filter).of(0).map(|o| o.price),
             Some(Price(5))
         );
+    }
+
+    /// A launch's zones and capacity types are those of its types' admitted, available
+    /// offerings, whether the table's bits hold them all or not.
+    #[test]
+    fn places_are_the_admitted_offerings_zones_and_capacity_types() {
+        let mut spot = offering("c", 1, true);
+        spot.capacity_type = "spot".into();
+        let p = pool(vec![
+            vec![offering("a", 5, true), offering("b", 3, false)],
+            vec![offering("b", 4, true), spot],
+            vec![offering("d", 1, true)],
+        ]);
+        let cache = CheapestOfferings::default();
+        let reqs = Requirements::new();
+        let filter = OfferingFilter::new(&reqs);
+        let cheapest = cache.under(&p, &filter);
+        let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            cheapest.places([0u32, 1].into_iter()),
+            (strings(&["a", "b", "c"]), strings(&["on-demand", "spot"]))
+        );
+        let b = in_zone("b");
+        let only_b = OfferingFilter::new(&b);
+        assert_eq!(
+            cache.under(&p, &only_b).places([0u32, 1, 2].into_iter()),
+            (strings(&["b"]), strings(&["on-demand"]))
+        );
+        // Past the bits a table has for zones, the long way gives the same answer.
+        let many: Vec<Vec<Offering>> = (0..CAPACITY_BIT + 2)
+            .map(|z| vec![offering(&format!("z{z:02}"), 1, true)])
+            .collect();
+        let wide = pool(many);
+        let all: Vec<u32> = (0..wide.types.len() as u32).collect();
+        let (zones, capacity) = cache.under(&wide, &filter).places(all.iter().copied());
+        let expected: Vec<String> = (0..CAPACITY_BIT + 2).map(|z| format!("z{z:02}")).collect();
+        assert_eq!((zones, capacity), (expected, strings(&["on-demand"])));
     }
 
     #[test]

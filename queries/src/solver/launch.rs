@@ -7,7 +7,7 @@ use dovetail_dataflow::decisions::Launch;
 use dovetail_dataflow::model::labels::INSTANCE_TYPE;
 use dovetail_dataflow::model::{Requirement, Requirements};
 use dovetail_dataflow::stable_hash::stable_hash;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// Karpenter sends at most this many instance types to CreateFleet.
 pub const MAX_INSTANCE_TYPES: usize = 60;
@@ -21,7 +21,7 @@ pub fn launch(
     classes: &[ClassInput<'_>],
     ordinals: &mut BTreeMap<u64, u32>,
 ) -> Launch {
-    let (pool, filter) = (cheapest.pool(), cheapest.filter());
+    let pool = cheapest.pool();
     let mut priced: Vec<(i64, &str, usize)> = types
         .iter()
         .filter_map(|&t| {
@@ -30,22 +30,10 @@ pub fn launch(
             Some((o.price.0, pt.instance_type.name.as_str(), t as usize))
         })
         .collect();
-    priced.sort();
+    // The whole tuple orders: unstable sorting gives the one order.
+    priced.sort_unstable();
     priced.truncate(MAX_INSTANCE_TYPES);
-    // Borrowed while gathering: sixty types of a dozen offerings each name the same few zones.
-    let mut zones: BTreeSet<&str> = BTreeSet::new();
-    let mut capacity_types: BTreeSet<&str> = BTreeSet::new();
-    for &(_, _, t) in &priced {
-        for o in pool.types[t]
-            .instance_type
-            .offerings
-            .iter()
-            .filter(|o| o.available && filter.allows(o))
-        {
-            zones.insert(&o.zone);
-            capacity_types.insert(&o.capacity_type);
-        }
-    }
+    let (zones, capacity_types) = cheapest.places(priced.iter().map(|p| p.2 as u32));
     let names: Vec<String> = priced.iter().map(|(_, n, _)| n.to_string()).collect();
     let mut reqs = requirements.clone();
     reqs.add(
@@ -67,8 +55,8 @@ pub fn launch(
         name: format!("{}-{:010x}", pool.nodepool.name, hash & 0xff_ffff_ffff),
         nodepool: pool.nodepool.name.clone(),
         instance_types: names,
-        zones: zones.into_iter().map(str::to_string).collect(),
-        capacity_types: capacity_types.into_iter().map(str::to_string).collect(),
+        zones,
+        capacity_types,
         price: dovetail_dataflow::model::Price(priced.first().map(|p| p.0).unwrap_or(0)),
         requirements: reqs,
         pods_by_class,

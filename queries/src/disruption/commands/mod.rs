@@ -483,11 +483,11 @@ impl Maintained for Commands {
         memo.borrow_mut().next_evaluation();
         phases.mark("memo");
         let parts = &self.parts;
-        let pools: Vec<&PoolTypes> = parts.pools.values().collect();
+        let pools: Vec<(u64, &PoolTypes)> = parts.pools.values().map(|(h, p)| (*h, p)).collect();
         let classes = parts
             .classes
             .iter()
-            .map(|(id, (class, compat))| (*id, (class, compat)))
+            .map(|(id, (class, compat, hashes))| (*id, (class, compat, *hashes)))
             .collect();
         let nodes: Vec<(u64, bool, &NodeState)> =
             parts.nodes.values().map(|(f, e, n)| (*f, *e, n)).collect();
@@ -509,10 +509,13 @@ impl Maintained for Commands {
         if candidates.is_empty() {
             changes(&self.commanded, &HashMap::new(), out);
             self.commanded.clear();
+            // No candidate is left to re-check: ticks need not evaluate again.
+            self.parts.pending_checks = false;
             return;
         }
         phases.mark("parts");
-        let world = World::new(pools, classes, nodes, is_destination, memo);
+        let names = parts.names.set();
+        let world = World::new(pools, classes, nodes, names, is_destination, memo);
         let mut max_free = Resources::default();
         let mut total_free = Resources::default();
         for f in &world.free {

@@ -1,7 +1,7 @@
 //! The commands query's inputs, indexed as they change, and what it keeps about each
 //! candidate between evaluations.
 
-use super::super::simulate::ends_chunk;
+use super::super::simulate::{ends_chunk, pool_hash, ClassHashes, NodeNames};
 use super::super::types::{Allowance, Candidate, Forced, OfferKey};
 use super::multi_node::Rank;
 use super::{Check, Demand};
@@ -57,8 +57,12 @@ pub(super) struct Parts {
     pub forced: BTreeMap<(String, Forced), isize>,
     /// Node states by name, with their fingerprints and whether they end a chunk.
     pub nodes: BTreeMap<String, (u64, bool, NodeState)>,
-    pub classes: BTreeMap<ClassId, (PodClass, Compatibility)>,
-    pub pools: BTreeMap<String, PoolTypes>,
+    /// The names `nodes` and their NodeClaims go by.
+    pub names: NodeNames,
+    /// Classes by id, with their hashes (computed as they change).
+    pub classes: BTreeMap<ClassId, (PodClass, Compatibility, ClassHashes)>,
+    /// NodePools by name, with their [`pool_hash`]es.
+    pub pools: BTreeMap<String, (u64, PoolTypes)>,
     pub budgets: BTreeMap<String, Allowance>,
     pub spot_to_spot: isize,
     /// The clock facts held (one but for an epoch's moment between retraction and insertion).
@@ -329,21 +333,40 @@ impl Parts {
                 }
             }
             Part::Node(f, n) => {
-                let end = ends_chunk(&n.node.name);
+                let name = n.node.name.clone();
+                let gone = if diff > 0 {
+                    self.names.add(&n);
+                    let end = ends_chunk(&name);
+                    self.nodes.insert(name, (f, end, n))
+                } else if self.nodes.get(&name).is_some_and(|held| held.0 == f) {
+                    self.nodes.remove(&name)
+                } else {
+                    None
+                };
+                if let Some((_, _, gone)) = gone {
+                    self.names.remove(&gone);
+                }
+            }
+            Part::Class(id, class, compat) => {
+                let hashes = ClassHashes::of(&compat);
                 keyed(
-                    &mut self.nodes,
-                    n.node.name.clone(),
-                    (f, end, n),
+                    &mut self.classes,
+                    id,
+                    (class, compat, hashes),
+                    diff,
+                    |a, b| a.2 == b.2 && a.0 == b.0,
+                )
+            }
+            Part::Pool(p) => {
+                let hash = pool_hash(&p);
+                keyed(
+                    &mut self.pools,
+                    p.nodepool.name.clone(),
+                    (hash, p),
                     diff,
                     |a, b| a.0 == b.0,
                 )
             }
-            Part::Class(id, class, compat) => {
-                keyed(&mut self.classes, id, (class, compat), diff, |a, b| a == b)
-            }
-            Part::Pool(p) => keyed(&mut self.pools, p.nodepool.name.clone(), p, diff, |a, b| {
-                a == b
-            }),
             Part::Budget(pool, a) => keyed(&mut self.budgets, pool, a, diff, |a, b| a == b),
             Part::Forced(n, f) => {
                 let e = self.forced.entry((n.clone(), f.clone())).or_insert(0);

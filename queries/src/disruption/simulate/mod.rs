@@ -18,11 +18,13 @@
 
 mod chunks;
 mod memo;
+mod names;
 mod taken;
 
 pub use chunks::ends_chunk;
 use chunks::{chunks, Chunk};
 pub use memo::Memo;
+pub use names::NodeNames;
 pub use taken::Taken;
 use taken::{mix, removed_before, Removed};
 
@@ -252,14 +254,43 @@ pub fn fingerprint(n: &NodeState) -> u64 {
     stable_hash(n)
 }
 
+/// A hash of a NodePool's offers. The commands query computes it as the NodePool changes:
+/// hashing every type's labels and offerings per evaluation was an eighth of a small one.
+pub fn pool_hash(p: &PoolTypes) -> u64 {
+    stable_hash(p)
+}
+
+/// What simulations of a class are keyed by, hashed as the class changes (as [`pool_hash`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClassHashes {
+    /// Its whole compatibility (it changes with the NodePools' offers).
+    pub compat: u64,
+    /// What a run over existing nodes alone reads of it: the requirements nodes are matched
+    /// against and the NodePool rejections a failure reports. Prices and offerings, which
+    /// change often, are not in it.
+    pub existing: u64,
+}
+
+impl ClassHashes {
+    pub fn of(compat: &Compatibility) -> ClassHashes {
+        let read = (&compat.requirements, compat.relaxation, &compat.rejections);
+        ClassHashes {
+            compat: stable_hash(compat),
+            existing: stable_hash(&read),
+        }
+    }
+}
+
 impl<'a> World<'a> {
     /// The world of one evaluation. `nodes` come in name order, each with its
     /// [`fingerprint`] and whether it [`ends_chunk`], as the commands query keeps them, so that
-    /// building a world neither sorts nor hashes names.
+    /// building a world neither sorts nor hashes names; NodePools and classes come with their
+    /// [`pool_hash`] and [`ClassHashes`] likewise.
     pub fn new(
-        pools: Vec<&'a PoolTypes>,
-        classes: BTreeMap<ClassId, (&'a PodClass, &'a Compatibility)>,
+        hashed_pools: Vec<(u64, &'a PoolTypes)>,
+        hashed_classes: BTreeMap<ClassId, (&'a PodClass, &'a Compatibility, ClassHashes)>,
         nodes: Vec<(u64, bool, &'a NodeState)>,
+        names: Rc<BTreeSet<String>>,
         is_destination: impl Fn(&NodeState) -> bool,
         memo: &'a RefCell<Memo>,
     ) -> World<'a> {
@@ -300,17 +331,15 @@ impl<'a> World<'a> {
         let in_flight_hash = stable_hash(&in_flight);
         let counted_hash = stable_hash(&counted);
         let chunks = chunks(&ends, &free, &fingerprints);
-        let compat_hashes = classes
-            .iter()
-            .map(|(id, (_, compat))| (*id, stable_hash(compat)))
-            .collect();
-        let existing_hashes = classes
-            .iter()
-            .map(|(id, (_, compat))| {
-                let read = (&compat.requirements, compat.relaxation, &compat.rejections);
-                (*id, stable_hash(&read))
-            })
-            .collect();
+        let mut classes = BTreeMap::new();
+        let mut compat_hashes = BTreeMap::new();
+        let mut existing_hashes = BTreeMap::new();
+        for (id, (class, compat, hashes)) in hashed_classes {
+            classes.insert(id, (class, compat));
+            compat_hashes.insert(id, hashes.compat);
+            existing_hashes.insert(id, hashes.existing);
+        }
+        let pools: Vec<&PoolTypes> = hashed_pools.iter().map(|(_, p)| *p).collect();
         // Limits are charged with the allocatable of every node of a NodePool, wherever it is.
         let limited: BTreeSet<&str> = pools
             .iter()
@@ -333,8 +362,11 @@ impl<'a> World<'a> {
                 }
             }
         }
-        let mut sorted_pools: Vec<&&PoolTypes> = pools.iter().collect();
-        sorted_pools.sort_by(|a, b| a.nodepool.name.cmp(&b.nodepool.name));
+        let mut sorted_pools: Vec<(&str, u64)> = hashed_pools
+            .iter()
+            .map(|(h, p)| (p.nodepool.name.as_str(), *h))
+            .collect();
+        sorted_pools.sort_unstable();
         let pools_hash = stable_hash(&(sorted_pools, limit_usage));
         let existing_all = stable_hash(&existing_hashes);
         let offers_all = stable_hash(&(pools_hash, &compat_hashes));
@@ -358,7 +390,10 @@ impl<'a> World<'a> {
             chunks,
             all_destinations_hash: std::cell::OnceCell::new(),
             cheapest_one: RefCell::new(HashMap::default()),
-            shared: Shared::default(),
+            shared: Shared {
+                names,
+                ..Shared::default()
+            },
             memo,
         }
     }
@@ -884,7 +919,8 @@ struct Shared {
     counts: RefCell<HashMap<u64, Rc<Vec<i64>>>>,
     /// By label key: each node's value, numbered in the order first met.
     labels: RefCell<Vec<(String, LabelValues)>>,
-    names: std::cell::OnceCell<Rc<BTreeSet<String>>>,
+    /// Every node's name and its NodeClaim's ([`NodeNames`]).
+    names: Rc<BTreeSet<String>>,
     /// By a hash of the requirements: which nodes' labels they match.
     matches: RefCell<HashMap<u64, LabelMatches>>,
     /// The cheapest offerings of the World's NodePools' types, per filter.
@@ -995,17 +1031,7 @@ impl SharedNodes for World<'_> {
     /// Every node of the evaluation's, the nodes a simulation takes away included: a launch
     /// replacing a node does not take its name either.
     fn names(&self) -> Rc<BTreeSet<String>> {
-        Rc::clone(self.shared.names.get_or_init(|| {
-            Rc::new(
-                self.everywhere()
-                    .into_iter()
-                    .map(|(n, _)| n)
-                    .chain(self.others.iter().copied())
-                    .flat_map(|n| std::iter::once(&n.node.name).chain(&n.node.nodeclaim))
-                    .cloned()
-                    .collect(),
-            )
-        }))
+        Rc::clone(&self.shared.names)
     }
 
     fn matches(&self, reqs: &Requirements) -> LabelMatches {
@@ -1237,7 +1263,7 @@ mod tests {
             Vec::new(),
             ids.iter()
                 .zip(classes)
-                .map(|(id, c)| (*id, (c, compat)))
+                .map(|(id, c)| (*id, (c, compat, ClassHashes::of(compat))))
                 .collect(),
             {
                 let mut nodes: Vec<(u64, bool, &NodeState)> = nodes
@@ -1247,6 +1273,7 @@ mod tests {
                 nodes.sort_by(|a, b| a.2.node.name.cmp(&b.2.node.name));
                 nodes
             },
+            NodeNames::of(nodes).set(),
             |_| true,
             memo,
         )
