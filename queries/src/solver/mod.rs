@@ -908,12 +908,14 @@ impl<'a> Solver<'a> {
         for d in domains {
             let mut r = reqs.clone();
             r.add(key.to_string(), Requirement::single(d.clone()));
+            let filter = OfferingFilter::new(&r);
             let mut price = i64::MAX;
             for (p, bits) in self.compat_bits[ci].iter().enumerate() {
                 let Some(bits) = bits else { continue };
-                for (t, pt) in self.pools[p].types.iter().enumerate() {
-                    if has_bit(bits, t as u32) {
-                        if let Some(o) = pt.instance_type.cheapest_offering(&r) {
+                let cheapest = self.cheapest.under(self.pools[p], &filter);
+                for t in 0..self.pools[p].types.len() as u32 {
+                    if has_bit(bits, t) {
+                        if let Some(o) = cheapest.of(t) {
                             price = price.min(o.price.0);
                         }
                     }

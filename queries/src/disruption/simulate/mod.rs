@@ -309,7 +309,6 @@ impl<'a> World<'a> {
                 others.push(n);
             }
         }
-        debug_assert!(destinations.is_sorted_by(|a, b| a.node.name <= b.node.name));
         let in_flight: Vec<&NodeState> = others
             .iter()
             .copied()
@@ -420,12 +419,17 @@ impl<'a> World<'a> {
                         .map(|p| (*p, types))
                 })
                 .flat_map(|(pool, types)| {
+                    let cheapest = self.shared.cheapest.under(pool, &filter);
                     types
                         .iter()
-                        .filter_map(|&t| pool.types.get(t as usize))
-                        .filter(|t| req.fits_in(&t.available))
-                        .filter_map(|t| t.instance_type.cheapest_offering_in(&filter))
+                        .filter(|&&t| {
+                            pool.types
+                                .get(t as usize)
+                                .is_some_and(|pt| req.fits_in(&pt.available))
+                        })
+                        .filter_map(|&t| cheapest.of(t))
                         .map(|o| o.price.0)
+                        .collect::<Vec<_>>()
                 })
                 .min()
         });
