@@ -137,11 +137,6 @@ impl<'c> Cheapest<'c> {
         self.pool
     }
 
-    /// The filter this was made for.
-    pub fn filter(&self) -> &'c OfferingFilter<'c> {
-        self.filter
-    }
-
     /// Type `t`'s cheapest available offering the filter admits.
     pub fn of(&self, t: u32) -> Option<&'c Offering> {
         let pool = self.pool;

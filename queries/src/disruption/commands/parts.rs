@@ -123,18 +123,20 @@ impl std::ops::Deref for Slot {
 }
 
 /// Inserts (`diff > 0`) or retracts a keyed record; `same` tells whether the record held is
-/// the one retracted.
+/// the one retracted. Returns the record that left the map, replaced or retracted.
 fn keyed<K: Ord, V>(
     map: &mut BTreeMap<K, V>,
     key: K,
     value: V,
     diff: isize,
     same: impl Fn(&V, &V) -> bool,
-) {
+) -> Option<V> {
     if diff > 0 {
-        map.insert(key, value);
+        map.insert(key, value)
     } else if map.get(&key).is_some_and(|held| same(held, &value)) {
-        map.remove(&key);
+        map.remove(&key)
+    } else {
+        None
     }
 }
 
@@ -333,16 +335,17 @@ impl Parts {
                 }
             }
             Part::Node(f, n) => {
-                let name = n.node.name.clone();
-                let gone = if diff > 0 {
+                if diff > 0 {
                     self.names.add(&n);
-                    let end = ends_chunk(&name);
-                    self.nodes.insert(name, (f, end, n))
-                } else if self.nodes.get(&name).is_some_and(|held| held.0 == f) {
-                    self.nodes.remove(&name)
-                } else {
-                    None
-                };
+                }
+                let end = ends_chunk(&n.node.name);
+                let gone = keyed(
+                    &mut self.nodes,
+                    n.node.name.clone(),
+                    (f, end, n),
+                    diff,
+                    |a, b| a.0 == b.0,
+                );
                 if let Some((_, _, gone)) = gone {
                     self.names.remove(&gone);
                 }
@@ -355,7 +358,7 @@ impl Parts {
                     (class, compat, hashes),
                     diff,
                     |a, b| a.2 == b.2 && a.0 == b.0,
-                )
+                );
             }
             Part::Pool(p) => {
                 let hash = pool_hash(&p);
@@ -365,9 +368,11 @@ impl Parts {
                     (hash, p),
                     diff,
                     |a, b| a.0 == b.0,
-                )
+                );
             }
-            Part::Budget(pool, a) => keyed(&mut self.budgets, pool, a, diff, |a, b| a == b),
+            Part::Budget(pool, a) => {
+                keyed(&mut self.budgets, pool, a, diff, |a, b| a == b);
+            }
             Part::Forced(n, f) => {
                 let e = self.forced.entry((n.clone(), f.clone())).or_insert(0);
                 *e += diff;

@@ -418,7 +418,7 @@ impl<'a> World<'a> {
                         .find(|p| &p.nodepool.name == name && p.not_ready.is_none())
                         .map(|p| (*p, types))
                 })
-                .flat_map(|(pool, types)| {
+                .filter_map(|(pool, types)| {
                     let cheapest = self.shared.cheapest.under(pool, &filter);
                     types
                         .iter()
@@ -429,7 +429,7 @@ impl<'a> World<'a> {
                         })
                         .filter_map(|&t| cheapest.of(t))
                         .map(|o| o.price.0)
-                        .collect::<Vec<_>>()
+                        .min()
                 })
                 .min()
         });
