@@ -2,7 +2,6 @@
 //! opens any NodeClaim, so that part runs chunk by chunk over the node list, each chunk taking
 //! what the ones before it left, stopping once every pod has a place.
 
-use dovetail_dataflow::model::Resources;
 use dovetail_dataflow::stable_hash::stable_hash;
 
 /// Average nodes per chunk of an existing-node run.
@@ -14,9 +13,6 @@ pub(super) struct Chunk {
     /// Destination indices `start..end`.
     pub(super) start: usize,
     pub(super) end: usize,
-    /// The largest free room of any of its nodes, per resource: a pod that does not fit it
-    /// fits none of them.
-    pub(super) max_free: Resources,
     /// A hash of every destination's fingerprint up to the end of this chunk.
     pub(super) prefix: u64,
 }
@@ -27,7 +23,7 @@ pub fn ends_chunk(name: &str) -> bool {
 }
 
 /// Cuts the destinations into chunks, given where they may end ([`ends_chunk`]).
-pub(super) fn chunks(ends: &[bool], free: &[Resources], fingerprints: &[u64]) -> Vec<Chunk> {
+pub(super) fn chunks(ends: &[bool], fingerprints: &[u64]) -> Vec<Chunk> {
     let mut out = Vec::new();
     let mut start = 0;
     let mut prefix = 0u64;
@@ -35,15 +31,10 @@ pub(super) fn chunks(ends: &[bool], free: &[Resources], fingerprints: &[u64]) ->
         if !(end || i + 1 == ends.len()) {
             continue;
         }
-        let mut max_free = Resources::default();
-        for f in &free[start..=i] {
-            max_free = max_free.max_each(f);
-        }
         prefix = stable_hash(&(prefix, &fingerprints[start..=i]));
         out.push(Chunk {
             start,
             end: i + 1,
-            max_free,
             prefix,
         });
         start = i + 1;

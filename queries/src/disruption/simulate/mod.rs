@@ -17,12 +17,14 @@
 //!   are unchanged.
 
 mod chunks;
+mod fitting;
 mod memo;
 mod names;
 mod taken;
 
 pub use chunks::ends_chunk;
 use chunks::{chunks, Chunk};
+use fitting::Fitting;
 pub use memo::Memo;
 pub use names::NodeNames;
 pub use taken::Taken;
@@ -97,6 +99,9 @@ pub struct World<'a> {
     /// Per class, the cheapest launch that could hold one of its pods (see
     /// [`World::cheapest_launch_for_one`]).
     cheapest_one: RefCell<HashMap<ClassId, Option<i64>>>,
+    /// Per class, the destinations with room for one of its pods, as far as walks have read
+    /// (see [`Fitting`]).
+    fitting: RefCell<HashMap<ClassId, Fitting>>,
     /// What whole-cluster simulations share about the nodes they read ([`SharedNodes`]), worked
     /// out at the first one of an evaluation that needs it.
     shared: Shared,
@@ -329,7 +334,7 @@ impl<'a> World<'a> {
             .collect();
         let in_flight_hash = stable_hash(&in_flight);
         let counted_hash = stable_hash(&counted);
-        let chunks = chunks(&ends, &free, &fingerprints);
+        let chunks = chunks(&ends, &fingerprints);
         let mut classes = BTreeMap::new();
         let mut compat_hashes = BTreeMap::new();
         let mut existing_hashes = BTreeMap::new();
@@ -389,6 +394,7 @@ impl<'a> World<'a> {
             chunks,
             all_destinations_hash: std::cell::OnceCell::new(),
             cheapest_one: RefCell::new(HashMap::default()),
+            fitting: RefCell::new(HashMap::default()),
             shared: Shared {
                 names,
                 ..Shared::default()
@@ -543,9 +549,6 @@ impl<'a> World<'a> {
                 .all_destinations_hash
                 .get_or_init(|| stable_hash(&self.fingerprints));
             let destinations_key = (all, taken.key, &removed.own_gone);
-            let useful: Vec<usize> = (0..self.destinations.len())
-                .filter(|&i| !removed.contains_index(i))
-                .collect();
             let key = stable_hash(&(
                 "full",
                 &limit_removed,
@@ -555,6 +558,9 @@ impl<'a> World<'a> {
                 self.counted_hash,
             ));
             let existing = Memo::get_or(self.memo, "full", key, || {
+                let useful: Vec<usize> = (0..self.destinations.len())
+                    .filter(|&i| !removed.contains_index(i))
+                    .collect();
                 self.solve_whole(&classes, &useful)
             });
             // As for the runs below: would an in-flight NodeClaim take any of the pods that go
@@ -640,7 +646,8 @@ impl<'a> World<'a> {
     /// - the whole walk is kept per candidate (its pods and the nodes it removes) with the
     ///   hash of the chunks it read, and stands while they are unchanged, so churn further
     ///   down the node list costs it one hash comparison;
-    /// - a chunk whose largest free room holds no pod still to place is skipped unread;
+    /// - it goes from one node with room for a pod still to place to the next ([`Fitting`]),
+    ///   so chunks without one are skipped unread;
     /// - a chunk's run is memoised by its nodes' fingerprints and what enters it, so churn on a
     ///   few nodes re-runs only their chunks.
     fn existing_run(
@@ -658,19 +665,44 @@ impl<'a> World<'a> {
         let mut next_order: BTreeMap<ClassId, u32> = BTreeMap::new();
         let mut last: Option<Rc<SolverOutput>> = None;
         let mut covered = 0;
-        for (j, chunk) in self.chunks.iter().enumerate() {
-            covered = j + 1;
-            let fits = |room: &Resources| {
-                left.iter()
-                    .any(|(_, c, _, _)| c.scheduling.requests.fits_in(room))
+        let mut j = 0;
+        let mut fitting = self.fitting.borrow_mut();
+        while j < self.chunks.len() {
+            // A node with no room for one pod of any class still to place takes nothing: the
+            // walk goes on at the next chunk holding one that has room.
+            let from = self.chunks[j].start;
+            let next = left
+                .iter()
+                .filter_map(|(id, c, _, _)| {
+                    fitting
+                        .entry(*id)
+                        .or_default()
+                        .next(&c.scheduling.requests, &self.free, from)
+                })
+                .min();
+            let Some(next) = next else {
+                covered = self.chunks.len();
+                break;
             };
-            if !fits(&chunk.max_free) {
-                continue;
+            j += self.chunks[j..].partition_point(|c| c.end <= next);
+            covered = j + 1;
+            let Some(chunk) = self.chunks.get(j) else {
+                break;
+            };
+            j += 1;
+            let mut members: Vec<usize> = Vec::new();
+            for (id, c, _, _) in &left {
+                fitting.entry(*id).or_default().within(
+                    &c.scheduling.requests,
+                    &self.free,
+                    chunk.start,
+                    chunk.end,
+                    &mut members,
+                );
             }
-            // A node with no room for one pod of any class still to place takes nothing.
-            let members: Vec<usize> = (chunk.start..chunk.end)
-                .filter(|&i| !removed.contains_index(i) && fits(&self.free[i]))
-                .collect();
+            members.sort_unstable();
+            members.dedup();
+            members.retain(|&i| !removed.contains_index(i));
             if members.is_empty() {
                 continue;
             }
