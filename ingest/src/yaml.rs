@@ -188,7 +188,98 @@ fn options() -> serde_saphyr::Options {
 /// 2 MiB thread has, hence a thread of its own.
 const PARSER_STACK: usize = 32 << 20;
 
+/// Streams at least this large are parsed in pieces, one per core (see [`parse_in_pieces`]).
+const PIECE_BYTES: usize = 1 << 20;
+
+/// Where `text` can be cut into about `n` pieces of equal size, each a whole number of
+/// documents: before a line that starts a document (`---` alone or followed by a space or tab).
+/// YAML forbids such a line inside any scalar (`c-forbidden`), so the cut never splits one.
+/// No cuts when the stream has a directive (`%YAML`, `%TAG`): it belongs to the document after
+/// it, which a cut would part it from.
+fn cuts(text: &str, n: usize) -> Vec<usize> {
+    let bytes = text.as_bytes();
+    if bytes.first() == Some(&b'%') || text.contains("\n%") {
+        return Vec::new();
+    }
+    let is_marker = |line: &[u8]| {
+        line == b"---"
+            || [b' ', b'\t', b'\r']
+                .iter()
+                .any(|&c| line.starts_with(&[b'-', b'-', b'-', c]))
+    };
+    let mut out: Vec<usize> = Vec::new();
+    for k in 1..n {
+        let target = (bytes.len() * k / n).max(out.last().map_or(0, |&c| c + 1));
+        // The first line that starts at or after `target`.
+        let Some(mut i) = target
+            .checked_sub(1)
+            .and_then(|t| bytes.get(t..))
+            .and_then(|rest| rest.iter().position(|&b| b == b'\n'))
+            .map(|p| target + p)
+        else {
+            break;
+        };
+        while i < bytes.len() {
+            let end = bytes[i..]
+                .iter()
+                .position(|&b| b == b'\n')
+                .map_or(bytes.len(), |p| i + p);
+            if is_marker(&bytes[i..end]) {
+                out.push(i);
+                break;
+            }
+            i = end + 1;
+        }
+    }
+    out
+}
+
+/// The documents of a large stream, its pieces (see [`cuts`]) parsed at once on threads of
+/// their own; None when it is small, cannot be cut, or a piece fails (the whole stream is
+/// then parsed as one, so that an error names its document and line as before). Each piece
+/// has the whole stream's budget, so a stream in `n` pieces may hold up to `n` times its
+/// document and node counts; the depth limit, per document, is the same.
+fn parse_in_pieces(text: &str, n: usize) -> Option<Vec<Value>> {
+    let cuts = cuts(text, n);
+    if cuts.is_empty() {
+        return None;
+    }
+    let mut pieces = Vec::with_capacity(cuts.len() + 1);
+    let mut start = 0;
+    for &c in &cuts {
+        pieces.push(text.get(start..c)?);
+        start = c;
+    }
+    pieces.push(text.get(start..)?);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = pieces
+            .iter()
+            .map(|piece| {
+                std::thread::Builder::new()
+                    .name("yaml".to_string())
+                    .stack_size(PARSER_STACK)
+                    .spawn_scoped(s, move || {
+                        serde_saphyr::from_multiple_with_options::<Value>(piece, options())
+                    })
+                    .ok()
+            })
+            .collect();
+        let mut out = Vec::new();
+        for handle in handles {
+            out.extend(handle?.join().ok()?.ok()?);
+        }
+        Some(out)
+    })
+}
+
 fn yaml_documents(source: &str, text: &str) -> Result<Vec<Value>, ManifestError> {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let pieces = cores.min(text.len() / PIECE_BYTES);
+    if pieces > 1 {
+        if let Some(values) = parse_in_pieces(text, pieces) {
+            return Ok(values);
+        }
+    }
     let parse = || serde_saphyr::from_multiple_with_options::<Value>(text, options());
     let parsed = std::thread::scope(|s| {
         std::thread::Builder::new()
@@ -357,6 +448,31 @@ mod tests {
         assert_eq!(kinds[0].1, "Pod");
         assert_eq!(kinds[1].1, "Node");
         assert!(kinds[0].0 < kinds[1].0);
+    }
+
+    #[test]
+    fn a_stream_parsed_in_pieces_gives_the_documents_of_one_parse() {
+        let streams = [
+            "a: 1\n---\nb: 2\n---\nc: 3\n",
+            "---\na: 1\n---\n---\n# comment\n---\nb: &x {k: v}\nc: *x\n...\n---\nd: 4\n",
+            "a: |\n  ---x\n  --- indented\n---x: 1\n--- \nb: 2\r\n---\r\nc: 3\r\n",
+            "--- {a: 1}\n--- [1, 2]\n--- plain\n---\n",
+            "a: \"\u{e9}\u{e9}\u{e9}\"\n---\nb: \"\u{1f600}\"\n---\nc: 1\n",
+        ];
+        for text in streams {
+            let whole = serde_saphyr::from_multiple_with_options::<Value>(text, options()).unwrap();
+            for n in 2..=7 {
+                if let Some(pieces) = parse_in_pieces(text, n) {
+                    assert_eq!(pieces, whole, "{n} pieces of {text:?}");
+                }
+            }
+            assert!(parse_in_pieces(text, 3).is_some(), "{text:?} was not cut");
+        }
+        // A directive belongs to the document after it: such a stream is not cut.
+        assert!(cuts("%YAML 1.2\n---\na: 1\n---\nb: 2\n", 2).is_empty());
+        assert!(cuts("a: 1\n---\n%YAML 1.2\n---\nb: 2\n", 2).is_empty());
+        // A piece that fails leaves the error to the whole stream's parse.
+        assert!(parse_in_pieces("a: 1\n---\nb: [unclosed\n---\nc: 3\n", 3).is_none());
     }
 
     #[test]
