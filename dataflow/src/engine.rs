@@ -21,8 +21,8 @@ use crate::temporal::{building_with, Timers};
 use crossbeam_channel::{unbounded, Receiver, RecvTimeoutError, Sender};
 use differential_dataflow::input::Input;
 use differential_dataflow::{AsCollection, VecCollection};
+use rustc_hash::FxHashMap as HashMap;
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -288,15 +288,13 @@ fn launch(placement: &Placement, build: impl QueryBuilder) -> Result<Workers, En
                             let _ = out.send(Message::Lost);
                             break 'commands;
                         }
-                        let mut due = Vec::new();
-                        held.borrow_mut().retain(|(d, t, r)| {
-                            if *t < to {
-                                due.push(Message::Output(d.clone(), *r));
-                                false
-                            } else {
-                                true
-                            }
-                        });
+                        // Moved out, not copied: a cold solve's every decision passes here.
+                        let (due, later): (Vec<_>, Vec<_>) =
+                            std::mem::take(&mut *held.borrow_mut())
+                                .into_iter()
+                                .partition(|(_, t, _)| *t < to);
+                        *held.borrow_mut() = later;
+                        let due = due.into_iter().map(|(d, _, r)| Message::Output(d, r));
                         for m in due {
                             if out.send(m).is_err() {
                                 break 'commands;
@@ -448,7 +446,7 @@ impl Engine {
             guards: Some(guards),
             peers,
             epoch: 0,
-            decisions: HashMap::new(),
+            decisions: HashMap::default(),
             holds_decisions: true,
             clock: None,
             timers,
@@ -524,7 +522,9 @@ impl Engine {
             tx.send(command).map_err(|_| EngineError::WorkersGone)?;
         }
         let mut caught = 0;
-        let mut diffs: HashMap<Decision, isize> = HashMap::new();
+        // Decisions carry whole launches (requirements, types, pods): hashed with SipHash, this
+        // map and the held one were half of the caller's thread in a cold solve of 100k pods.
+        let mut diffs: HashMap<Decision, isize> = HashMap::default();
         while caught < self.commands.len() {
             match self.next_message()? {
                 Message::Output(d, r) => *diffs.entry(d).or_insert(0) += r,
@@ -552,10 +552,17 @@ impl Engine {
         let mut out: Vec<(Decision, isize)> = diffs.into_iter().filter(|(_, r)| *r != 0).collect();
         out.sort();
         for (d, r) in out.iter().filter(|_| self.holds_decisions) {
-            let e = self.decisions.entry(d.clone()).or_insert(0);
-            *e += r;
-            if *e == 0 {
-                self.decisions.remove(d);
+            // Copied only when new: a retraction finds its decision held.
+            match self.decisions.get_mut(d) {
+                Some(e) => {
+                    *e += r;
+                    if *e == 0 {
+                        self.decisions.remove(d);
+                    }
+                }
+                None => {
+                    self.decisions.insert(d.clone(), *r);
+                }
             }
         }
         Ok(out)
@@ -567,7 +574,7 @@ impl Engine {
     /// from then on.
     pub fn forget_decisions(&mut self) {
         self.holds_decisions = false;
-        self.decisions = HashMap::new();
+        self.decisions = HashMap::default();
     }
 
     /// The decisions currently held, each once with its multiplicity, in no order: for a
