@@ -298,7 +298,7 @@ impl<'a> Evaluation<'a> {
                     .in_flight
                     .is_none_or(|h| h == self.world.in_flight_hash)
                 && check.counted.is_none_or(|h| h == self.world.counted_hash)
-                && self.world.unchanged(&check.reads, &self.taken, &c.pods)
+                && self.world.unchanged(&check.reads, &self.taken)
             {
                 if check.price != c.price {
                     if let (Ok((_, savings)), Some(price)) = (&mut check.outcome, c.price) {

@@ -3,7 +3,7 @@
 //! over the chunks is kept too, standing while the chunks it read are unchanged.
 
 use super::taken::Removed;
-use super::{Reads, SimClass, World};
+use super::{Reads, World};
 use crate::solver::SolverOutput;
 use rustc_hash::FxHashMap as HashMap;
 use std::collections::BTreeMap;
@@ -23,9 +23,6 @@ pub struct Memo {
     pub misses: u64,
     /// Walks answered without looking at a chunk, in the latest evaluation.
     pub walk_hits: u64,
-    /// Those of them that had left pods over and stood on the nodes with room ([`Reads`]'s
-    /// `fits`).
-    pub fits_hits: u64,
     /// Per kind of run (existing, new, full): runs and microseconds spent in them, in the
     /// latest evaluation (for the debug log).
     pub runs: BTreeMap<&'static str, (u64, u64)>,
@@ -73,7 +70,6 @@ impl Memo {
         self.hits = 0;
         self.misses = 0;
         self.walk_hits = 0;
-        self.fits_hits = 0;
         self.runs.clear();
     }
 
@@ -115,20 +111,18 @@ impl Memo {
     }
 
     /// The walk kept for `key`, with what it read, if that is unchanged.
-    pub(super) fn walk<'a>(
+    pub(super) fn walk(
         &mut self,
         key: u64,
-        world: &World<'a>,
+        world: &World,
         removed: &Removed,
-        classes: &[SimClass<'a>],
     ) -> Option<(Rc<SolverOutput>, Reads)> {
         let w = self.walks.get_mut(&key)?;
-        if !world.unchanged_for(&w.reads, removed, classes) {
+        if !world.unchanged_for(&w.reads, removed) {
             return None;
         }
         w.used = self.evaluation;
         self.walk_hits += 1;
-        self.fits_hits += u64::from(w.reads.fits.is_some());
         Some((w.out.clone(), w.reads))
     }
 

@@ -102,8 +102,6 @@ pub struct World<'a> {
     /// Per class, the destinations with room for one of its pods, as far as walks have read
     /// (see [`Fitting`]).
     fitting: RefCell<HashMap<ClassId, Fitting>>,
-    /// [`World::fits_hash`] by its classes and taken nodes, as many candidates share them.
-    fits_hashes: RefCell<HashMap<(u64, u64), u64>>,
     /// What whole-cluster simulations share about the nodes they read ([`SharedNodes`]), worked
     /// out at the first one of an evaluation that needs it.
     shared: Shared,
@@ -153,12 +151,6 @@ pub struct Reads {
     /// stands, the simulation's own nodes among those read stand where they were, so only
     /// this part can change: a check need not look its own node up again.
     taken: u64,
-    /// For a walk that left pods over, and so read every chunk: a hash of the nodes with room
-    /// for one pod of any of its classes, less the taken ones ([`World::fits_hash`]). Its runs
-    /// were given those nodes alone, so while the hash stands the walk's answer does, whatever
-    /// changed elsewhere: on the compressed DLRM trace, where most pods fit almost nowhere,
-    /// any change anywhere had made every such walk stale.
-    fits: Option<u64>,
 }
 
 impl Simulation {
@@ -403,7 +395,6 @@ impl<'a> World<'a> {
             all_destinations_hash: std::cell::OnceCell::new(),
             cheapest_one: RefCell::new(HashMap::default()),
             fitting: RefCell::new(HashMap::default()),
-            fits_hashes: RefCell::new(HashMap::default()),
             shared: Shared {
                 names,
                 ..Shared::default()
@@ -666,11 +657,7 @@ impl<'a> World<'a> {
     ) -> (Rc<SolverOutput>, Reads, u64) {
         // Taken nodes are not in the key: the walk's reads say which of them it saw.
         let walk_key = stable_hash(&("walk", &self.existing_key(classes), &removed.own));
-        if let Some((out, reads)) = self
-            .memo
-            .borrow_mut()
-            .walk(walk_key, self, removed, classes)
-        {
+        if let Some((out, reads)) = self.memo.borrow_mut().walk(walk_key, self, removed) {
             return (out, reads, walk_key);
         }
         let mut left: Vec<SimClass<'a>> = classes.to_vec();
@@ -759,12 +746,7 @@ impl<'a> World<'a> {
             failures,
             ..Default::default()
         });
-        drop(fitting);
-        let reads = Reads {
-            fits: (!left.is_empty())
-                .then(|| self.fits_hash(classes.iter().map(|c| c.0), removed.taken)),
-            ..self.reads(covered, left.is_empty(), removed)
-        };
+        let reads = self.reads(covered, left.is_empty(), removed);
         self.memo
             .borrow_mut()
             .keep_walk(walk_key, reads, out.clone());
@@ -798,45 +780,7 @@ impl<'a> World<'a> {
             prefix: self.prefix_of(covered),
             removed: removed.hash_before(self.end_of(covered)),
             taken: removed_before(removed.taken, std::iter::empty(), self.end_of(covered)),
-            fits: None,
         }
-    }
-
-    /// A hash of the destinations with room for one pod of any of these classes, less the
-    /// `taken` ones (see [`Reads::fits`]). Fingerprints name the nodes and their state.
-    fn fits_hash(&self, ids: impl Iterator<Item = ClassId>, taken: &Taken) -> u64 {
-        let mut ids: Vec<ClassId> = ids.collect();
-        ids.sort_unstable();
-        ids.dedup();
-        let key = (stable_hash(&ids), taken.key);
-        if let Some(h) = self.fits_hashes.borrow().get(&key) {
-            return *h;
-        }
-        let mut at = Vec::new();
-        {
-            let mut fitting = self.fitting.borrow_mut();
-            for id in &ids {
-                if let Some((class, _)) = self.classes.get(id) {
-                    fitting.entry(*id).or_default().within(
-                        &class.scheduling.requests,
-                        &self.free,
-                        0,
-                        self.free.len(),
-                        &mut at,
-                    );
-                }
-            }
-        }
-        at.sort_unstable();
-        at.dedup();
-        let prints: Vec<u64> = at
-            .iter()
-            .filter(|i| !taken.gone.contains(i))
-            .map(|&i| self.fingerprints[i])
-            .collect();
-        let h = stable_hash(&prints);
-        self.fits_hashes.borrow_mut().insert(key, h);
-        h
     }
 
     /// The destination position after the first `covered` chunks.
@@ -852,18 +796,12 @@ impl<'a> World<'a> {
     /// Thousands of checks ask this per evaluation, so it looks none of their own nodes up
     /// (see [`Reads::taken`]): one of them taken since only makes it answer "changed", never a
     /// wrong "unchanged".
-    pub fn unchanged(&self, reads: &Reads, taken: &Taken, pods: &[(ClassId, i64)]) -> bool {
-        if let Some(h) = reads.fits {
-            return self.fits_hash(pods.iter().map(|(id, _)| *id), taken) == h;
-        }
+    pub fn unchanged(&self, reads: &Reads, taken: &Taken) -> bool {
         self.same_chunks(reads)
             && removed_before(taken, std::iter::empty(), self.end_of(reads.covered)) == reads.taken
     }
 
-    fn unchanged_for(&self, reads: &Reads, removed: &Removed, classes: &[SimClass<'a>]) -> bool {
-        if let Some(h) = reads.fits {
-            return self.fits_hash(classes.iter().map(|c| c.0), removed.taken) == h;
-        }
+    fn unchanged_for(&self, reads: &Reads, removed: &Removed) -> bool {
         self.same_chunks(reads) && removed.hash_before(self.end_of(reads.covered)) == reads.removed
     }
 
@@ -1501,7 +1439,7 @@ mod tests {
                 (pods, vec![format!("node-{:04}", rng.below(200))])
             })
             .collect();
-        let (mut reused, mut fits_reused) = (0, 0);
+        let mut reused = 0;
         for round in 0..60 {
             memo.borrow_mut().next_evaluation();
             // Every round a new price; now and then a new zone requirement.
@@ -1545,7 +1483,6 @@ mod tests {
                     );
                 }
                 reused += memo.borrow().walk_hits;
-                fits_reused += memo.borrow().fits_hits;
             }
             // Churn: a node's room changes, a node joins at a random place in name order or at
             // the end, a node leaves.
@@ -1571,9 +1508,5 @@ mod tests {
             }
         }
         assert!(reused > 0, "no walk was ever kept (prices change every round and must not end one): the test checks nothing");
-        assert!(
-            fits_reused > 0,
-            "no walk that left pods over was ever kept: the test checks nothing of them"
-        );
     }
 }
