@@ -201,12 +201,6 @@ fn cuts(text: &str, n: usize) -> Vec<usize> {
     if bytes.first() == Some(&b'%') || text.contains("\n%") {
         return Vec::new();
     }
-    let is_marker = |line: &[u8]| {
-        line == b"---"
-            || [b' ', b'\t', b'\r']
-                .iter()
-                .any(|&c| line.starts_with(&[b'-', b'-', b'-', c]))
-    };
     let mut out: Vec<usize> = Vec::new();
     for k in 1..n {
         let target = (bytes.len() * k / n).max(out.last().map_or(0, |&c| c + 1));
@@ -224,7 +218,9 @@ fn cuts(text: &str, n: usize) -> Vec<usize> {
                 .iter()
                 .position(|&b| b == b'\n')
                 .map_or(bytes.len(), |p| i + p);
-            if is_marker(&bytes[i..end]) {
+            if std::str::from_utf8(&bytes[i..end])
+                .is_ok_and(|l| is_document_marker(l.trim_end_matches('\r')))
+            {
                 out.push(i);
                 break;
             }
@@ -347,13 +343,19 @@ pub fn yaml_stream(source: &str, text: &str) -> Result<Vec<Value>, ManifestError
     yaml_documents(source, text)
 }
 
+/// Whether a line (without its line break) starts a document: `---` alone or followed by a
+/// space or tab.
+fn is_document_marker(line: &str) -> bool {
+    line == "---" || line.starts_with("--- ") || line.starts_with("---\t")
+}
+
 /// The 1-based document of a stream that `line` (1-based) falls in: one more than the `---`
 /// separators above it, not counting one that opens the stream.
 fn document_at_line(text: &str, line: usize) -> usize {
     let mut document = 1;
     let mut content_seen = false;
     for l in text.lines().take(line.saturating_sub(1)) {
-        let is_marker = l == "---" || l.starts_with("--- ") || l.starts_with("---\t");
+        let is_marker = is_document_marker(l);
         if is_marker && content_seen {
             document += 1;
         }
