@@ -98,15 +98,7 @@ fn a_pending_pod_gets_a_nodeclaim_a_registered_node_and_an_empty_node_goes() {
     c.create_unschedulable_pod("web-1");
     // No instance type has this much CPU.
     c.create_unschedulable_pod_requesting("huge", "100000");
-    // A NodePool Karpenter's CRD would refuse (the peer does not validate).
-    c.rt.block_on(c.nodepools.create(
-        &Default::default(),
-        &live_cluster::object(json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool",
-            "metadata": {"name": "broken"}, "spec": {"weight": "heavy", "template": {"spec": {
-                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
-                "requirements": []}}}})),
-    ))
-    .expect("create the broken NodePool");
+    c.create_broken_nodepool();
 
     let summary = c.dir.join("summary.json");
     let (metrics_port, probe_port) = (free_port(), free_port());

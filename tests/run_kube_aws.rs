@@ -99,10 +99,15 @@ fn a_standby_takes_over_a_launch_without_launching_again() {
     // The leader dies (no chance to release its Lease); a second replica starts.
     first.kill().expect("kill the leader");
     let _ = first.wait();
+    // Only the second replica sees this one, and first while it waits for the dead leader's
+    // Lease to run out: it tells once it leads.
+    c.create_broken_nodepool();
     let mut second = replica("second", "12s");
     c.kubelet_registers(&launched.node, &launched.provider_id);
     // The new leader registers the Node the old one launched, and initialises it.
     c.initialized(&launched.name);
+    let (message, _) = c.event("NodePool/broken", "FailedValidation");
+    assert!(message.contains("spec.weight"), "{message}");
     let status = second.wait().expect("the second replica ends");
     assert!(status.success(), "{status}");
     assert_eq!(ec2.count_calls("CreateFleet"), 1, "nothing launched twice");

@@ -209,10 +209,12 @@ fn drive<C: LiveCloud>(
         // a Karpenter user compares the two before cutting over.
         let acting = role == Role::Leader || (args.dry_run && role == Role::KarpenterActive);
         published.explained.standby(!acting);
-        // The leader tells; a standby's watches skip the same objects.
-        let skipped = watch_stats.take_skipped();
+        // The leader tells. A standby keeps what its watches skipped (a bounded list) and tells
+        // once it leads: the first lists are read before the Lease is won, and a replica that
+        // takes over may be the only one that saw the object.
         if acting {
-            let candidates = skipped
+            let candidates = watch_stats
+                .take_skipped()
                 .into_iter()
                 .map(|s| ClusterEvent {
                     object: s.object,

@@ -282,6 +282,21 @@ impl LiveCluster {
             .expect("create the NodePool");
     }
 
+    /// Creates NodePool `broken`, whose `spec.weight` is a string: Karpenter's CRD would refuse
+    /// it, the peer does not validate, and the controller skips it with a `FailedValidation`
+    /// Event.
+    pub fn create_broken_nodepool(&self) {
+        self.rt
+            .block_on(self.nodepools.create(
+                &PostParams::default(),
+                &object(json!({"apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+                    "metadata": {"name": "broken"}, "spec": {"weight": "heavy", "template": {"spec": {
+                        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                        "requirements": []}}}})),
+            ))
+            .expect("create the broken NodePool");
+    }
+
     /// Creates pod `team/NAME` (1 CPU, 1 GiB) and marks it as kube-scheduler does when no node
     /// fits it: `PodScheduled=False, reason Unschedulable`.
     pub fn create_unschedulable_pod(&self, name: &str) {
