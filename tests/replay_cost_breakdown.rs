@@ -141,3 +141,32 @@ fn small_pods_are_never_too_large() {
     assert_eq!(b.too_large_usd, 0.0, "{b:?}");
     assert!((sum(b) - b.gap_usd).abs() < 1e-9, "{b:?}");
 }
+
+/// The large pod leaves at ten minutes and six small pods take its room on the node, which stays
+/// (consolidation off): from then on every pod there fits the cheap type and nothing more is too
+/// large. The part is worked out from the node's pods only when they change, so it must see
+/// the change (the node requests more than the large pod did, before and after).
+#[test]
+fn the_too_large_part_stops_when_the_large_pod_leaves() {
+    let pool = nodepool(
+        &[
+            "{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}",
+            "{key: node.kubernetes.io/instance-type, operator: In, values: [c5.large, m5.4xlarge]}",
+        ],
+        "",
+        "disruption: {consolidateAfter: Never}",
+    );
+    let mut lines = vec![pod_line(0, "big", "6")];
+    lines.extend((0..4).map(|i| pod_line(0, &format!("small{i}"), "1")));
+    let stays = run_with(&lines, &pool, quiet(), 30 * MINUTE);
+    lines.push(delete_line(10 * MINUTE, "big"));
+    lines.extend((0..6).map(|i| pod_line(10 * MINUTE, &format!("later{i}"), "1")));
+    let leaves = run_with(&lines, &pool, quiet(), 30 * MINUTE);
+    let (stays, leaves) = (
+        stays.summary.cost_breakdown.too_large_usd,
+        leaves.summary.cost_breakdown.too_large_usd,
+    );
+    assert!(leaves > 0.0, "{leaves}");
+    // About the first third of the stretch: ten of thirty minutes, less the boot.
+    assert!(leaves < stays * 0.6, "{leaves} of {stays}");
+}

@@ -16,6 +16,7 @@
 //! - Each time a pod goes from pending to bound, the time it waited is recorded
 //!   ([`SimCluster::pending_durations`]).
 
+use crate::bound_counts::BoundCounts;
 use crate::fit::{effective_requests, MatchCache, PodFit, Unfit};
 use crate::pdb::{disruptions_allowed, EvictionRefused};
 use crate::score::{CpuMemory, PodScore};
@@ -60,11 +61,15 @@ pub struct DrainOutcome {
 #[derive(Debug, Clone, Default)]
 pub struct SimCluster {
     pub(crate) nodes: BTreeMap<String, NodeState>,
-    pods: BTreeMap<String, PodState>,
+    pub(crate) pods: BTreeMap<String, PodState>,
     /// Bound pods with required anti-affinity terms (for the symmetric check).
     anti_holders: BTreeSet<String>,
+    /// Bound pods per node by the selectors scheduling has asked about, kept as pods bind.
+    pub(crate) bound_counts: BoundCounts,
     pending_durations: Vec<i64>,
     next_seq: u64,
+    /// The last [`NodeState::pods_version`] given out.
+    pods_versions: u64,
     pub(crate) nodeclaims: BTreeMap<String, NodeClaim>,
     /// NodeClaim name by the name of the Node it registers as.
     pub(crate) claim_by_node: BTreeMap<String, String>,
@@ -111,6 +116,7 @@ impl SimCluster {
             return Err(ClusterError::DuplicateNode(node.name));
         }
         self.touch_node(&node.name);
+        self.pods_versions += 1;
         self.nodes.insert(
             node.name.clone(),
             NodeState {
@@ -120,6 +126,7 @@ impl SimCluster {
                 requested: Resources::default(),
                 non_zero_requested: CpuMemory::default(),
                 pods: BTreeSet::new(),
+                pods_version: self.pods_versions,
             },
         );
         Ok(())
@@ -188,6 +195,7 @@ impl SimCluster {
             .remove(name)
             .ok_or_else(|| ClusterError::UnknownNode(name.to_string()))?;
         self.touch_node(name);
+        self.bound_counts.node_removed(name);
         let mut repending = Vec::new();
         for key in state.pods {
             self.changes.pods.insert(key.clone());
@@ -287,7 +295,14 @@ impl SimCluster {
                 continue;
             }
             let target = {
-                let fit = PodFit::new(pod, &self.nodes, &self.pods, &self.anti_holders, &mut cache);
+                let fit = PodFit::new(
+                    pod,
+                    &self.nodes,
+                    &self.pods,
+                    &self.anti_holders,
+                    &mut self.bound_counts,
+                    &mut cache,
+                );
                 let score = PodScore::new(pod);
                 // The highest score wins; among equals the first by name (candidates are in
                 // name order and only a strictly higher score replaces the best).
@@ -310,7 +325,7 @@ impl SimCluster {
                 Some(node) => {
                     self.bind(&key, &node, Some(now_ms));
                     if let (Some(p), Some(n)) = (self.pods.get(&key), self.nodes.get(&node)) {
-                        cache.on_bind(&p.pod, &node, &n.node.labels);
+                        cache.on_bind(&p.pod, &n.node.labels);
                     }
                     out.push((key, node));
                     failed.clear();
@@ -403,13 +418,14 @@ impl SimCluster {
             .nodes
             .get(node)
             .ok_or_else(|| ClusterError::UnknownNode(node.to_string()))?;
-        let mut cache = MatchCache::default();
+        // Read-only: the kept counts are not to hand, so this one call works them out.
         let fit = PodFit::new(
             &p.pod,
             &self.nodes,
             &self.pods,
             &self.anti_holders,
-            &mut cache,
+            &mut BoundCounts::default(),
+            &mut MatchCache::default(),
         );
         Ok(fit.check(n).err())
     }
@@ -425,6 +441,12 @@ impl SimCluster {
 
     pub fn is_ready(&self, name: &str) -> bool {
         self.nodes.get(name).is_some_and(|n| n.ready)
+    }
+
+    /// A value that changes whenever the pods bound to the node do, and that no other node of
+    /// this cluster ever had (see [`NodeState::pods_version`]).
+    pub fn pods_version(&self, name: &str) -> Option<u64> {
+        self.nodes.get(name).map(|n| n.pods_version)
     }
 
     /// What the pods bound to a node request in total.
@@ -527,6 +549,9 @@ impl SimCluster {
             .non_zero_requested
             .plus(CpuMemory::non_zero(&p.pod.scheduling.requests));
         n.pods.insert(key.to_string());
+        self.pods_versions += 1;
+        n.pods_version = self.pods_versions;
+        self.bound_counts.bound(&p.pod, node);
         p.pod.make_mut().node_name = Some(node.to_string());
         self.changes.pods.insert(key.to_string());
         self.changes.nodes.insert(node.to_string());
@@ -550,6 +575,7 @@ impl SimCluster {
         let Some(node) = p.pod.node_name.clone() else {
             return;
         };
+        self.bound_counts.unbound(&p.pod, &node);
         p.pod.make_mut().node_name = None;
         p.pending_since_ms = now_ms;
         self.changes.pods.insert(key.to_string());
@@ -564,6 +590,8 @@ impl SimCluster {
                 .non_zero_requested
                 .minus(CpuMemory::non_zero(&p.pod.scheduling.requests));
             n.pods.remove(key);
+            self.pods_versions += 1;
+            n.pods_version = self.pods_versions;
         }
     }
 }

@@ -23,6 +23,7 @@
 //! pod fits, [`crate::score`] ranks them; preferences (`ScheduleAnyway`, PreferNoSchedule,
 //! preferred affinity) are not scored.
 
+use crate::bound_counts::BoundCounts;
 use crate::state::{NodeState, PodState};
 use dovetail_dataflow::model::labels::ZONE;
 use dovetail_dataflow::model::quantity::units;
@@ -113,7 +114,6 @@ fn term_selects(
     ns_ok && term.selector.matches(labels)
 }
 
-type CountKey = (BTreeSet<String>, LabelSelector);
 type ClassKey = (String, BTreeMap<String, String>);
 
 /// A spread constraint's domain counts depend on the namespace, selector, topology key and the
@@ -128,58 +128,32 @@ struct SpreadKey {
 }
 
 /// Counts that many pending pods share, kept for one scheduling pass and updated as pods bind
-/// (nothing unbinds during a pass): bound pods per node for a (namespaces, selector), and the
-/// domains bound pods' anti-affinity forbids for a (namespace, labels).
+/// (nothing unbinds during a pass): matching bound pods per domain of a spread constraint, and
+/// the domains bound pods' anti-affinity forbids for a (namespace, labels). Bound pods per node
+/// for a (namespaces, selector) outlive the pass ([`BoundCounts`]).
 #[derive(Debug, Default)]
 pub(crate) struct MatchCache {
-    counts: HashMap<CountKey, BTreeMap<String, i64>>,
     /// Domain value → matching bound pods, every domain present (zero included).
     spreads: HashMap<SpreadKey, BTreeMap<String, i64>>,
     forbidden: HashMap<ClassKey, BTreeSet<(String, String)>>,
 }
 
 impl MatchCache {
-    /// Bound pods per node that are in `namespaces` and that `selector` picks (nodes with none
-    /// are absent).
-    fn counts(
-        &mut self,
-        namespaces: BTreeSet<String>,
-        selector: &LabelSelector,
-        nodes: &BTreeMap<String, NodeState>,
-        pods: &BTreeMap<String, PodState>,
-    ) -> &BTreeMap<String, i64> {
-        self.counts
-            .entry((namespaces, selector.clone()))
-            .or_insert_with_key(|(nss, sel)| {
-                let mut out = BTreeMap::new();
-                for (name, n) in nodes {
-                    let here = bound_pods(n, pods)
-                        .filter(|p| nss.contains(&p.pod.namespace) && sel.matches(&p.pod.labels))
-                        .count() as i64;
-                    if here > 0 {
-                        out.insert(name.clone(), here);
-                    }
-                }
-                out
-            })
-    }
-
     /// Matching bound pods per domain of a spread constraint, every domain listed.
     fn spread_counts(
         &mut self,
         key: SpreadKey,
+        bound: &mut BoundCounts,
         nodes: &BTreeMap<String, NodeState>,
         pods: &BTreeMap<String, PodState>,
     ) -> &BTreeMap<String, i64> {
         if !self.spreads.contains_key(&key) {
-            let per_node = self
-                .counts(
-                    BTreeSet::from([key.namespace.clone()]),
-                    &key.selector,
-                    nodes,
-                    pods,
-                )
-                .clone();
+            let per_node = bound.of(
+                BTreeSet::from([key.namespace.clone()]),
+                &key.selector,
+                nodes,
+                pods,
+            );
             let mut counts: BTreeMap<String, i64> = BTreeMap::new();
             for (name, n) in nodes {
                 let labels = &n.node.labels;
@@ -220,18 +194,9 @@ impl MatchCache {
             })
     }
 
-    /// Updates the cached counts for `pod` just bound to `node`.
-    pub(crate) fn on_bind(
-        &mut self,
-        pod: &Pod,
-        node: &str,
-        node_labels: &BTreeMap<String, String>,
-    ) {
-        for ((nss, sel), per_node) in self.counts.iter_mut() {
-            if nss.contains(&pod.namespace) && sel.matches(&pod.labels) {
-                *per_node.entry(node.to_string()).or_insert(0) += 1;
-            }
-        }
+    /// Updates the cached counts for `pod` just bound to a node labelled `node_labels` (the
+    /// [`BoundCounts`] the bind updated itself).
+    pub(crate) fn on_bind(&mut self, pod: &Pod, node_labels: &BTreeMap<String, String>) {
         for (k, counts) in self.spreads.iter_mut() {
             if k.namespace != pod.namespace || !k.selector.matches(&pod.labels) {
                 continue;
@@ -273,14 +238,6 @@ fn forbidden_by(
         .collect()
 }
 
-/// The pods bound to `node`.
-fn bound_pods<'b>(
-    node: &'b NodeState,
-    pods: &'b BTreeMap<String, PodState>,
-) -> impl Iterator<Item = &'b PodState> + 'b {
-    node.pods.iter().filter_map(|k| pods.get(k))
-}
-
 struct Spread {
     key: String,
     max_skew: i64,
@@ -318,6 +275,7 @@ impl<'a> PodFit<'a> {
         nodes: &BTreeMap<String, NodeState>,
         pods: &BTreeMap<String, PodState>,
         anti_holders: &BTreeSet<String>,
+        bound: &mut BoundCounts,
         cache: &mut MatchCache,
     ) -> PodFit<'a> {
         let s = &pod.scheduling;
@@ -335,6 +293,7 @@ impl<'a> PodFit<'a> {
                         node_selector: s.node_selector.clone(),
                         required_affinity: s.required_node_affinity.clone(),
                     },
+                    bound,
                     nodes,
                     pods,
                 )
@@ -354,7 +313,7 @@ impl<'a> PodFit<'a> {
             });
         }
         let mut domains_of = |term: &PodAffinityTerm| {
-            let per_node = cache.counts(
+            let per_node = bound.of(
                 term_namespaces(term, &pod.namespace),
                 &term.selector,
                 nodes,

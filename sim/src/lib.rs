@@ -7,6 +7,7 @@
 //! the requests it is given and the cluster binds pods to the nodes that exist. See
 //! `sim/README.md` for the semantics and the defaults.
 
+mod bound_counts;
 pub mod clock;
 pub mod cloud;
 pub mod cluster;

@@ -16,6 +16,10 @@ pub(crate) struct NodeState {
     /// request as kube-scheduler's default).
     pub(crate) non_zero_requested: CpuMemory,
     pub(crate) pods: BTreeSet<String>,
+    /// Changes whenever the pods bound here do, to a value no other node of the cluster has
+    /// had: what is worked out from a node's pods can be kept by (name, version), even when a
+    /// later node takes the name.
+    pub(crate) pods_version: u64,
 }
 
 #[derive(Debug, Clone)]

@@ -29,6 +29,19 @@ struct CheapRate {
 #[derive(Debug, Default)]
 pub(crate) struct CheapRates {
     rates: HashMap<(String, String, String, &'static str), Option<CheapRate>>,
+    /// By node: what its pods too large for the cheap type request, kept while its pods are
+    /// the same (see [`Large`]). Reading every node's pods at every step was most of a
+    /// 100,000-pod replay's time.
+    large: HashMap<String, Large>,
+}
+
+/// A node's pods too large for its cheapest rate's type: what they request of the resource,
+/// or `None` when every pod fits that type; worked out at one version of the node's pods.
+#[derive(Debug, Clone, Copy)]
+struct Large {
+    pods_version: u64,
+    resource: &'static str,
+    requested: Option<i64>,
 }
 
 /// The resources whose share of allocatable is a node's used share (as in packing waste).
@@ -70,16 +83,31 @@ impl CheapRates {
         if cheap.per_unit >= own_rate {
             return 0.0;
         }
-        let pods = w.cluster.pods_on(&node.name);
-        let fits = |p: &Pod| p.scheduling.requests.fits_in(&cheap.allocatable);
-        if pods.iter().all(|p| fits(p)) {
+        let Some(pods_version) = w.cluster.pods_version(&node.name) else {
             return 0.0;
-        }
-        let large: i64 = pods
-            .iter()
-            .filter(|p| !fits(p))
-            .map(|p| p.scheduling.requests.get(resource))
-            .sum();
+        };
+        let kept = self
+            .large
+            .get(&node.name)
+            .filter(|l| l.pods_version == pods_version && l.resource == resource);
+        let large = match kept {
+            Some(l) => l.requested,
+            None => {
+                let requested = too_large_requests(w, &node.name, &cheap.allocatable, resource);
+                self.large.insert(
+                    node.name.clone(),
+                    Large {
+                        pods_version,
+                        resource,
+                        requested,
+                    },
+                );
+                requested
+            }
+        };
+        let Some(large) = large else {
+            return 0.0;
+        };
         let riders = (requested.get(resource) - large).max(0) as f64;
         let riders_share = (riders / node.allocatable.get(resource) as f64).min(used);
         usd * riders_share * (1.0 - cheap.per_unit / own_rate)
@@ -101,6 +129,27 @@ impl CheapRates {
             .or_insert_with(|| cheapest(w, i, resource))
             .clone()
     }
+}
+
+/// What the pods on `node` that do not fit `allocatable` request of `resource`; `None` when
+/// every pod fits.
+fn too_large_requests(
+    w: &World<SimCloud>,
+    node: &str,
+    allocatable: &Resources,
+    resource: &str,
+) -> Option<i64> {
+    let pods = w.cluster.pods_on(node);
+    let fits = |p: &Pod| p.scheduling.requests.fits_in(allocatable);
+    if pods.iter().all(|p| fits(p)) {
+        return None;
+    }
+    Some(
+        pods.iter()
+            .filter(|p| !fits(p))
+            .map(|p| p.scheduling.requests.get(resource))
+            .sum(),
+    )
 }
 
 /// The NodePool's type with the lowest price per unit of `resource` among offerings in the
