@@ -7,8 +7,9 @@
 
 mod common;
 
+use dovetail_dataflow::cluster::Cluster;
 use dovetail_dataflow::decisions::{Decision, Launch};
-use dovetail_dataflow::engine::Engine;
+use dovetail_dataflow::engine::{serve, Engine, Placement};
 use dovetail_dataflow::facts::Fact;
 use dovetail_dataflow::model::{InstanceType, Node, NodePool, Pod, Price, Requirement, Resources};
 use std::collections::BTreeMap;
@@ -78,7 +79,7 @@ fn random_pod(rng: &mut Rng, i: usize) -> Pod {
 }
 
 fn decisions_from_scratch(state: &BTreeMap<String, Fact>) -> Vec<Decision> {
-    let mut engine = Engine::start(1, dovetail_queries::provisioning).expect("engine");
+    let mut engine = threads(1);
     engine
         .advance(1, state.values().cloned().map(|f| (f, 1)).collect())
         .expect("advance");
@@ -294,22 +295,23 @@ fn check_accounting(state: &BTreeMap<String, Fact>, decisions: &[Decision], when
     }
 }
 
-/// Applies `batches` to a fresh engine over `world` (epoch 1), grouped into epochs by
-/// `group_sizes` (how many batches each epoch takes), checking the accounting after each epoch.
+/// Applies `batches` to `engine`, freshly started, over `world` (epoch 1), grouped into epochs
+/// by `group_sizes` (how many batches each epoch takes), checking the accounting after each
+/// epoch. Returns the decisions after each epoch.
 fn run(
-    workers: usize,
+    mut engine: Engine,
     world: &BTreeMap<String, Fact>,
     batches: &[Vec<(Fact, isize)>],
     group_sizes: &[usize],
     label: &str,
-) -> Vec<Decision> {
+) -> Vec<Vec<Decision>> {
     let mut state = world.clone();
-    let mut engine = Engine::start(workers, dovetail_queries::provisioning).expect("engine");
     engine
         .advance(1, state.values().cloned().map(|f| (f, 1)).collect())
         .expect("advance");
     let mut rest = batches;
     let mut epoch = 1;
+    let mut after_each = Vec::new();
     for &size in group_sizes {
         let (now, later) = rest.split_at(size.min(rest.len()));
         rest = later;
@@ -323,14 +325,46 @@ fn run(
         }
         epoch += 1;
         engine.advance(epoch, changes).expect("advance");
-        check_accounting(
-            &state,
-            &engine.decisions(),
-            &format!("{label}, epoch {epoch}"),
-        );
+        let decisions = engine.decisions();
+        check_accounting(&state, &decisions, &format!("{label}, epoch {epoch}"));
+        after_each.push(decisions);
     }
     assert!(rest.is_empty(), "{label}: every batch applied");
-    engine.decisions()
+    after_each
+}
+
+fn threads(workers: usize) -> Engine {
+    Engine::start(workers, dovetail_queries::provisioning).expect("engine")
+}
+
+/// Applies `batches` one per epoch on two processes of one worker each, talking over
+/// 127.0.0.1 as `--processes 2` does: this test is the driver, a thread the follower.
+fn run_on_two_processes(
+    world: &BTreeMap<String, Fact>,
+    batches: &[Vec<(Fact, isize)>],
+    label: &str,
+) -> Vec<Vec<Decision>> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    // Process 1 only dials process 0, so its own address is never bound.
+    let hosts = vec![format!("127.0.0.1:{port}"), "127.0.0.1:1".to_string()];
+    let placement = |index| Placement {
+        threads: 1,
+        cluster: Some(Cluster::new(hosts.clone(), index).expect("two hosts")),
+    };
+    let follower_placement = placement(1);
+    let follower =
+        std::thread::spawn(move || serve(&follower_placement, dovetail_queries::provisioning));
+    let driver =
+        Engine::start_on(&placement(0), dovetail_queries::provisioning).expect("the driver starts");
+    let after_each = run(driver, world, batches, &vec![1; batches.len()], label);
+    follower
+        .join()
+        .expect("the follower does not panic")
+        .expect("the follower ends cleanly once the driver is done");
+    after_each
 }
 
 #[test]
@@ -340,7 +374,14 @@ fn every_batching_accounts_for_every_pod_once_within_capacity() {
     let mut end = world.clone();
     let batches = random_changes(&mut rng, &mut end, 38);
     let one_each = vec![1; batches.len()];
-    let decisions = run(2, &world, &batches, &one_each, "one change per epoch");
+    let after_each = run(
+        threads(2),
+        &world,
+        &batches,
+        &one_each,
+        "one change per epoch",
+    );
+    let decisions = after_each.last().cloned().unwrap_or_default();
     // The run must have exercised the solver, not just agreed on nothing.
     assert!(
         decisions
@@ -357,19 +398,50 @@ fn every_batching_accounts_for_every_pod_once_within_capacity() {
         groupings.push(k);
         left -= k;
     }
-    run(1, &world, &batches, &groupings, "random groupings");
-    let all_at_once = run(2, &world, &batches, &[batches.len()], "all in one epoch");
+    run(threads(1), &world, &batches, &groupings, "random groupings");
+    let all_at_once = run(
+        threads(2),
+        &world,
+        &batches,
+        &[batches.len()],
+        "all in one epoch",
+    );
     assert_eq!(
-        all_at_once,
-        decisions_from_scratch(&end),
+        all_at_once.last(),
+        Some(&decisions_from_scratch(&end)),
         "all changes in one epoch are one packing from nothing"
+    );
+}
+
+/// The same changes, one per epoch, on two processes of one worker each decide, epoch by
+/// epoch, what two workers in one process decide: records go to the same workers, only
+/// across a socket.
+#[test]
+fn two_processes_decide_what_two_workers_decide_after_every_change() {
+    let mut rng = Rng(0x2b0c_e55e_5eed);
+    let world = world();
+    let mut end = world.clone();
+    let batches = random_changes(&mut rng, &mut end, 30);
+    let one_each = vec![1; batches.len()];
+    let in_one = run(threads(2), &world, &batches, &one_each, "two workers");
+    let in_two = run_on_two_processes(&world, &batches, "two processes");
+    assert_eq!(in_one.len(), batches.len());
+    assert_eq!(in_two.len(), batches.len());
+    for (epoch, (one, two)) in in_one.iter().zip(&in_two).enumerate() {
+        assert_eq!(one, two, "epoch {}: two processes differ", epoch + 2);
+    }
+    let launched = |decisions: &Vec<Decision>| launches_in(decisions).len();
+    // The processes must have packed pods between them, not agreed on nothing.
+    assert!(
+        in_one.iter().filter(|d| launched(d) > 1).count() > batches.len() / 2,
+        "{in_one:?}"
     );
 }
 
 #[test]
 fn a_pod_added_or_removed_moves_only_its_own_decisions() {
     let mut state = world();
-    let mut engine = Engine::start(1, dovetail_queries::provisioning).expect("engine");
+    let mut engine = threads(1);
     let mut rng = Rng(7);
     let pods: Vec<Fact> = (0..120)
         .map(|i| Fact::Pod(random_pod(&mut rng, i).into()))
@@ -423,7 +495,7 @@ fn a_launch_whose_nodeclaim_appears_hands_its_pods_to_that_node() {
     for p in &pods {
         state.insert(key(p), p.clone());
     }
-    let mut engine = Engine::start(1, dovetail_queries::provisioning).expect("engine");
+    let mut engine = threads(1);
     engine
         .advance(1, state.values().cloned().map(|f| (f, 1)).collect())
         .expect("advance");
