@@ -64,6 +64,36 @@ pub struct SolverInput<'a> {
     pub previous: Option<Previous<'a>>,
 }
 
+/// When a run may stop before it has placed every class: a caller that refuses any answer with
+/// a pod left unplaced, with `new_nodeclaims` new NodeClaims or more, or with pods left over
+/// that an in-flight NodeClaim would take, learns it as soon as that happens (multi-node
+/// consolidation's binary search: most prefixes it tries are refused, and a prefix of 51
+/// nodes placed in full was a third of an evaluation). Classes are placed one after another,
+/// each on what the ones before it left, so a run that stops has the same first failures,
+/// launches and leftovers as the whole run: the whole run would be refused too. A run that
+/// does not stop is the whole run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Stop {
+    pub at_failure: bool,
+    pub at_new_nodeclaims: Option<usize>,
+    /// At the first pods left over (put on new NodeClaims or nowhere) that an in-flight
+    /// NodeClaim would take: the caller answers that ([`solve_shared`]'s `refuses`).
+    pub at_in_flight: bool,
+}
+
+impl Stop {
+    /// Every class placed.
+    pub const NEVER: Stop = Stop {
+        at_failure: false,
+        at_new_nodeclaims: None,
+        at_in_flight: false,
+    };
+}
+
+/// Whether the pods left over so far (class, copies), put on new NodeClaims or nowhere, make
+/// the run's answer one the caller refuses.
+pub type Refuses<'r> = &'r dyn Fn(&[(ClassId, i64)]) -> bool;
+
 /// Copies of a class that could not be placed, with the reason.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Failure {
@@ -152,6 +182,8 @@ struct Solver<'a> {
     /// The types' cheapest offerings per filter: the caller's when it shares them, else this
     /// run's.
     cheapest: Rc<CheapestOfferings>,
+    /// When [`Solver::run`] may stop early.
+    stop: Stop,
 }
 
 /// A label's values on the nodes, each with the indices of the nodes that carry it.
@@ -191,16 +223,19 @@ pub type LabelMatches = Rc<RefCell<Vec<Option<bool>>>>;
 
 /// Runs the packing.
 pub fn solve(input: SolverInput<'_>) -> SolverOutput {
-    solve_shared(input, None)
+    solve_shared(input, None, Stop::NEVER, None)
 }
 
-/// [`solve`], reading what `shared` has worked out about the nodes instead of working it out.
+/// [`solve`], reading what `shared` has worked out about the nodes instead of working it out,
+/// and stopping where `stop` says (with `refuses` for [`Stop::at_in_flight`]).
 ///
 /// The caller's index must list its nodes in name order: the nodes are then put in order by it,
 /// without comparing names.
 pub fn solve_shared<'a>(
     mut input: SolverInput<'a>,
     shared: Option<&'a dyn SharedNodes>,
+    stop: Stop,
+    refuses: Option<Refuses<'_>>,
 ) -> SolverOutput {
     sort_pools_and_classes(&mut input);
     let indexed = match shared {
@@ -223,7 +258,8 @@ pub fn solve_shared<'a>(
     };
     let (pools, classes, nodes) = (input.pools, input.classes, input.nodes);
     let mut solver = Solver::new(pools, classes, nodes, &input.bystanders, indexed);
-    solver.run(input.previous);
+    solver.stop = stop;
+    solver.run_until(input.previous, refuses.filter(|_| stop.at_in_flight));
     solver.finish(false)
 }
 
@@ -490,6 +526,7 @@ impl<'a> Solver<'a> {
             previous_names: None,
             offer_values: std::cell::OnceCell::new(),
             node_values: RefCell::new(node_values),
+            stop: Stop::NEVER,
         };
         for b in 0..solver.bins.len() {
             solver.refresh_headroom(b);
@@ -499,13 +536,61 @@ impl<'a> Solver<'a> {
 
     /// Seeds the run with the previous plan, if any, and places every copy not seeded.
     fn run(&mut self, previous: Option<Previous<'a>>) {
+        self.run_until(previous, None);
+    }
+
+    /// [`Solver::run`], stopping where [`Solver::stop`] says; `refuses` answers for the
+    /// leftovers.
+    fn run_until(&mut self, previous: Option<Previous<'a>>, refuses: Option<Refuses<'_>>) {
         let seeded = match previous {
             Some(previous) => self.seed(previous),
             None => vec![0; self.classes.len()],
         };
+        let mut leftovers: Vec<(ClassId, i64)> = Vec::new();
         for (ci, seeded) in seeded.into_iter().enumerate() {
             self.place_class_relaxing(ci, self.classes[ci].count - seeded);
+            if self.should_stop() {
+                break;
+            }
+            let Some(refuses) = refuses else {
+                continue;
+            };
+            let left = self.left_over(ci);
+            if left > 0 {
+                leftovers.push((self.classes[ci].id, left));
+                if refuses(&leftovers) {
+                    break;
+                }
+            }
         }
+    }
+
+    /// The copies of class `ci` on new NodeClaims or failed.
+    fn left_over(&self, ci: usize) -> i64 {
+        let on_new: i64 = self.bins[self.nodes.len().min(self.bins.len())..]
+            .iter()
+            .flat_map(|b| &b.classes)
+            .filter(|(c, _)| *c == ci)
+            .map(|(_, n)| n)
+            .sum();
+        let id = self.classes[ci].id;
+        let failed: i64 = self
+            .failures
+            .iter()
+            .filter(|f| f.class == id)
+            .map(|f| f.count)
+            .sum();
+        on_new + failed
+    }
+
+    /// Whether the run has reached what [`Solver::stop`] stops at. New bins come after the
+    /// existing nodes' and each holds a pod once opened, so they are counted by length.
+    fn should_stop(&self) -> bool {
+        (self.stop.at_failure && !self.failures.is_empty())
+            || self
+                .stop
+                .at_new_nodeclaims
+                .is_some_and(|n| self.bins.len().saturating_sub(self.nodes.len()) >= n)
     }
 
     fn fail(&mut self, ci: usize, count: i64, reason: Unschedulable) {

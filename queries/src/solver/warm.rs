@@ -148,6 +148,7 @@ impl<'a> Solver<'a> {
             shared: None,
             index: Vec::new(),
             cheapest: Rc::default(),
+            stop: super::Stop::NEVER,
         };
         (solver, warm.classes)
     }

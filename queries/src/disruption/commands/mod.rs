@@ -45,6 +45,7 @@ mod single_node;
 
 use super::simulate::{Memo, Simulation, Taken, World};
 use super::types::{Allowance, Candidate, Forced};
+use crate::solver::Stop;
 use crate::types::{ClassId, NodeState, PoolTypes};
 use differential_dataflow::VecCollection;
 use dovetail_dataflow::decisions::{Decision, Disruption, DisruptionReason, Launch};
@@ -242,7 +243,12 @@ impl<'a> Evaluation<'a> {
 
     /// A simulation of removing `nodes`: the launches it needs, or why it fails.
     fn simulate(&self, nodes: &[&Candidate]) -> Result<Vec<Launch>, Blocker> {
-        let out = self.simulation(nodes);
+        self.simulate_until(nodes, Stop::NEVER)
+    }
+
+    /// [`Evaluation::simulate`] for a caller that refuses what `stop` stops at (see [`Stop`]).
+    fn simulate_until(&self, nodes: &[&Candidate], stop: Stop) -> Result<Vec<Launch>, Blocker> {
+        let out = self.simulation_until(nodes, true, stop);
         Self::workable(&out)?;
         Ok(out.launches().to_vec())
     }
@@ -290,6 +296,15 @@ impl<'a> Evaluation<'a> {
     }
 
     fn simulation_with(&self, nodes: &[&Candidate], new_nodeclaims: bool) -> Simulation {
+        self.simulation_until(nodes, new_nodeclaims, Stop::NEVER)
+    }
+
+    fn simulation_until(
+        &self,
+        nodes: &[&Candidate],
+        new_nodeclaims: bool,
+        stop: Stop,
+    ) -> Simulation {
         // Nodes that earlier commands of this evaluation disrupt cannot take pods either.
         let own: Vec<&str> = nodes.iter().map(|c| c.node.as_str()).collect();
         let mut pods: BTreeMap<ClassId, i64> = BTreeMap::new();
@@ -300,7 +315,7 @@ impl<'a> Evaluation<'a> {
         }
         let pods: Vec<(ClassId, i64)> = pods.into_iter().collect();
         self.world
-            .simulate(&self.taken, &own, &pods, new_nodeclaims)
+            .simulate_until(&self.taken, &own, &pods, new_nodeclaims, stop)
     }
 
     /// Consolidation blockers of a candidate, in the order a user would look for them.

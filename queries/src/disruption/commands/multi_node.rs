@@ -4,7 +4,9 @@ use super::super::lifetime::scaled_cost;
 use super::super::types::Candidate;
 use super::parts::Slot;
 use super::{price_of, Command, Evaluation, MAX_MULTI_NODE};
+use crate::solver::Stop;
 use dovetail_dataflow::decisions::DisruptionReason;
+use dovetail_dataflow::disruption_reasons::Blocker;
 use rustc_hash::FxHashSet;
 use std::collections::BTreeMap;
 
@@ -74,7 +76,17 @@ impl<'a> Evaluation<'a> {
         // evaluation is a new minute's.
         while lo <= hi && self.whole_spent.get() < super::WHOLE_RECHECK_NODES / 2 {
             let mid = (lo + hi) / 2;
+            let started = std::time::Instant::now();
             let option = self.multi_option(&list[..mid]);
+            tracing::trace!(
+                nodes = mid,
+                outcome = match &option {
+                    Ok(cmd) => format!("{} launches, saves {}", cmd.launches.len(), cmd.savings),
+                    Err(why) => why.to_string(),
+                },
+                micros = started.elapsed().as_micros() as u64,
+                "multi-node prefix tried"
+            );
             if list[..mid]
                 .iter()
                 .any(|c| self.world.reads_whole_cluster(&c.pods))
@@ -82,26 +94,36 @@ impl<'a> Evaluation<'a> {
                 self.spend_whole_run();
             }
             match option {
-                Some(cmd) => {
+                Ok(cmd) => {
                     best = Some(cmd);
                     lo = mid + 1;
                 }
-                None => hi = mid - 1,
+                Err(_) => hi = mid - 1,
             }
         }
         best
     }
 
-    /// Removing all of `nodes` for fewer, cheaper new ones, if that works.
-    pub(super) fn multi_option(&self, nodes: &[&'a Candidate]) -> Option<Command> {
-        let mut launches = self.simulate(nodes).ok()?;
+    /// Removing all of `nodes` for fewer, cheaper new ones, if that works; if not, why not.
+    pub(super) fn multi_option(&self, nodes: &[&'a Candidate]) -> Result<Command, MultiRefusal> {
+        // Any pod left without a place, as many launches as nodes, or pods an in-flight
+        // NodeClaim would take refuse the prefix: the run may stop there.
+        let stop = Stop {
+            at_failure: true,
+            at_new_nodeclaims: Some(nodes.len()),
+            at_in_flight: true,
+        };
+        let mut launches = self.simulate_until(nodes, stop).map_err(|b| match b {
+            Blocker::UninitializedDestination { .. } => MultiRefusal::WaitsForNodeClaim,
+            _ => MultiRefusal::PodsWouldNotMove,
+        })?;
         if launches.len() >= nodes.len() {
-            return None;
+            return Err(MultiRefusal::AsManyLaunches(launches.len()));
         }
         let old: i64 = nodes.iter().map(|c| price_of(c)).sum();
         let cheapest: i64 = launches.iter().map(|l| l.price.0).sum();
         if cheapest >= old {
-            return None;
+            return Err(MultiRefusal::NotCheaper);
         }
         // Each replacement must stay cheaper whatever offering it gets: it keeps the types under
         // its cheapest price plus an equal share of the savings (for one replacement, under
@@ -116,19 +138,48 @@ impl<'a> Evaluation<'a> {
                     limit = limit.min(price_of(c));
                 }
             }
-            self.price_replacement(nodes, l, limit).ok()?;
+            self.price_replacement(nodes, l, limit)
+                .map_err(|_| MultiRefusal::NotCheaper)?;
         }
         let new: i64 = launches.iter().map(|l| l.price.0).sum();
         if new >= old {
-            return None;
+            return Err(MultiRefusal::NotCheaper);
         }
-        self.balanced(nodes, old - new).ok()?;
-        Some(Command {
+        self.balanced(nodes, old - new)
+            .map_err(|_| MultiRefusal::Unbalanced)?;
+        Ok(Command {
             nodes: nodes.iter().map(|c| c.node.clone()).collect(),
             reason: DisruptionReason::Underutilized,
             launches,
             savings: old - new,
         })
+    }
+}
+
+/// Why removing a prefix of multi-node consolidation's list was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum MultiRefusal {
+    /// Some pod would have no place.
+    PodsWouldNotMove,
+    /// Some pod would go where an in-flight NodeClaim could take it, once it initializes.
+    WaitsForNodeClaim,
+    /// The pods need as many new NodeClaims as nodes removed, or more.
+    AsManyLaunches(usize),
+    /// The replacements would cost as much as the nodes, or more.
+    NotCheaper,
+    /// The savings are too small for the disruption (the balanced policy).
+    Unbalanced,
+}
+
+impl std::fmt::Display for MultiRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MultiRefusal::PodsWouldNotMove => write!(f, "some pods would not move"),
+            MultiRefusal::WaitsForNodeClaim => write!(f, "waits for an in-flight NodeClaim"),
+            MultiRefusal::AsManyLaunches(n) => write!(f, "needs {n} launches"),
+            MultiRefusal::NotCheaper => write!(f, "not cheaper"),
+            MultiRefusal::Unbalanced => write!(f, "savings too small for the disruption"),
+        }
     }
 }
 

@@ -33,8 +33,8 @@ use taken::{mix, removed_before, Removed};
 use crate::solver::cheapest::CheapestOfferings;
 use crate::solver::topology::Group;
 use crate::solver::{
-    solve, solve_shared, ClassInput, LabelMatches, LabelValues, SharedNodes, SolverInput,
-    SolverOutput,
+    solve, solve_shared, ClassInput, LabelMatches, LabelValues, Refuses, SharedNodes, SolverInput,
+    SolverOutput, Stop,
 };
 use crate::types::{ClassId, Compatibility, NodeState, PodClass, PoolTypes};
 use dovetail_dataflow::decisions::Placement;
@@ -523,6 +523,20 @@ impl<'a> World<'a> {
         pods: &[(ClassId, i64)],
         new_nodeclaims: bool,
     ) -> Simulation {
+        self.simulate_until(taken, nodes, pods, new_nodeclaims, Stop::NEVER)
+    }
+
+    /// [`World::simulate`], letting a whole-cluster run stop where `stop` says (see [`Stop`]):
+    /// a simulation that stopped holds a failure or at least that many launches, as the whole
+    /// run would.
+    pub fn simulate_until(
+        &self,
+        taken: &Taken,
+        nodes: &[&str],
+        pods: &[(ClassId, i64)],
+        new_nodeclaims: bool,
+        stop: Stop,
+    ) -> Simulation {
         let removed = self.removed(taken, nodes);
         let mut classes = Vec::new();
         let mut whole = false;
@@ -556,12 +570,28 @@ impl<'a> World<'a> {
                 &destinations_key,
                 self.pools_hash,
                 self.counted_hash,
+                stop,
             ));
+            // What `stop.at_in_flight` stops at: some of the pods left over so far would go
+            // on an in-flight NodeClaim (see `uninitialized` below). Those are the whole run's
+            // leftovers of the classes placed so far; with more classes an in-flight run still
+            // places something (the first class that placed in this one finds the same room),
+            // so the whole run would be refused too.
+            let in_flight_takes = |left: &[(ClassId, i64)]| {
+                let rest: Vec<SimClass<'a>> = left
+                    .iter()
+                    .filter_map(|&(id, n)| {
+                        let &(_, class, compat, _) = classes.iter().find(|c| c.0 == id)?;
+                        Some((id, class, compat, n))
+                    })
+                    .collect();
+                self.in_flight_run(&rest).is_some()
+            };
             let existing = Memo::get_or(self.memo, "full", key, || {
                 let useful: Vec<usize> = (0..self.destinations.len())
                     .filter(|&i| !removed.contains_index(i))
                     .collect();
-                self.solve_whole(&classes, &useful)
+                self.solve_whole(&classes, &useful, stop, &in_flight_takes)
             });
             // As for the runs below: would an in-flight NodeClaim take any of the pods that go
             // on new NodeClaims or nowhere? Karpenter's scheduler would try it first.
@@ -885,7 +915,13 @@ impl<'a> World<'a> {
     /// would have put there: that command goes, with its own replacement, counting on no
     /// in-flight capacity; and a forceful command launches for pods the in-flight NodeClaims
     /// could have taken, as it did already where no whole-cluster run is needed.
-    fn solve_whole(&self, classes: &[SimClass<'a>], destinations: &[usize]) -> SolverOutput {
+    fn solve_whole(
+        &self,
+        classes: &[SimClass<'a>],
+        destinations: &[usize],
+        stop: Stop,
+        refuses: Refuses<'_>,
+    ) -> SolverOutput {
         let mut nodes: Vec<&NodeState> =
             destinations.iter().map(|&i| self.destinations[i]).collect();
         nodes.extend(self.counted.iter());
@@ -907,6 +943,8 @@ impl<'a> World<'a> {
                 previous: None,
             },
             Some(self),
+            stop,
+            Some(refuses),
         )
     }
 
@@ -1409,6 +1447,197 @@ mod tests {
             whole_runs >= 40,
             "{whole_runs} whole-cluster runs test little"
         );
+    }
+
+    /// A NodePool of two types (2 and 8 CPU) offered in zones a and b.
+    fn two_type_pool() -> PoolTypes {
+        use crate::types::PoolType;
+        use dovetail_dataflow::model::{InstanceType, NodePool, Offering, Price};
+        let gib = 1024 * 1024 * 1024 * 1000;
+        let types = [(2, 8, 100), (8, 32, 380)]
+            .into_iter()
+            .map(|(cpus, memory_gib, price)| {
+                let capacity = Resources {
+                    cpu: cpus * 1000,
+                    memory: memory_gib * gib,
+                    pods: 110_000,
+                    ..Resources::default()
+                };
+                let offerings = ["a", "b"]
+                    .into_iter()
+                    .map(|zone| Offering {
+                        zone: zone.to_string(),
+                        zone_id: String::new(),
+                        capacity_type: "on-demand".to_string(),
+                        price: Price(price),
+                        available: true,
+                    })
+                    .collect();
+                PoolType {
+                    instance_type: std::sync::Arc::new(InstanceType {
+                        name: format!("t{cpus}"),
+                        requirements: Requirements::new(),
+                        capacity: capacity.clone(),
+                        overhead: Resources::default(),
+                        offerings,
+                    }),
+                    available: capacity,
+                }
+            })
+            .collect();
+        PoolTypes {
+            nodepool: NodePool {
+                name: "general".to_string(),
+                ..NodePool::default()
+            },
+            types,
+            not_ready: None,
+        }
+    }
+
+    /// A simulation that may stop at its first failure, at `n` new NodeClaims or at pods an
+    /// in-flight NodeClaim would take is refused exactly when the whole one is (a failure, `n`
+    /// launches or more, or an uninitialized destination), and equals it when it is not; a
+    /// World keys the two apart, so a stopped run never answers a simulation that asked for
+    /// the whole.
+    #[test]
+    fn runs_that_stop_early_are_refused_exactly_when_whole_runs_are() {
+        let mut classes = test_classes().to_vec();
+        for spread in &mut classes[1].scheduling.topology_spread {
+            spread.topology_key = ZONE.to_string();
+        }
+        // Pods bound to a zone no node and no type has: they never fit.
+        classes.push(class("pinned", 250, 256, None));
+        let ids: Vec<ClassId> = classes.iter().map(stable_hash).collect();
+        let mut compat = compat();
+        compat.pools = vec![("general".to_string(), vec![0, 1])];
+        let mut pinned = compat.clone();
+        pinned.pools = Vec::new();
+        pinned.requirements.add(ZONE, Requirement::single("c"));
+        let pool = two_type_pool();
+        let mut rng = Rng(0x3c6e_f372_fe94_f82b);
+        let (mut stopped_short, mut refused, mut accepted, mut waiting) = (0, 0, 0, 0);
+        for round in 0..60 {
+            let mut nodes = random_nodes(&mut rng, 60);
+            // In-flight NodeClaims with random room, in most rounds.
+            for k in 0..(if round % 3 == 0 { 0 } else { 1 + rng.below(3) }) {
+                let mut n = random_node(&mut rng, format!("claim-{k}"));
+                let mut node = (*n.node).clone();
+                node.in_flight = true;
+                n.node = node.into();
+                n.pods = Vec::new().into();
+                nodes.push(n);
+            }
+            nodes.sort_by(|a, b| a.node.name.cmp(&b.node.name));
+            let memo = RefCell::new(Memo::default());
+            let world = World::new(
+                vec![(pool_hash(&pool), &pool)],
+                ids.iter()
+                    .zip(&classes)
+                    .enumerate()
+                    .map(|(at, (id, c))| {
+                        let compat = if at == 3 { &pinned } else { &compat };
+                        (*id, (c, compat, ClassHashes::of(compat)))
+                    })
+                    .collect(),
+                nodes
+                    .iter()
+                    .map(|n| (fingerprint(n), ends_chunk(&n.node.name), n))
+                    .collect(),
+                NodeNames::of(&nodes).set(),
+                |n| !n.node.in_flight,
+                &memo,
+            );
+            let count = 1 + rng.below(6);
+            let removed_names = random_names(&mut rng, count, 60);
+            let own: BTreeSet<&str> = removed_names.iter().map(String::as_str).collect();
+            let own: Vec<&str> = own.into_iter().collect();
+            let with_pinned = round % 4 == 0;
+            let pods: Vec<(ClassId, i64)> = ids
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i < 3 || with_pinned)
+                .map(|(_, id)| {
+                    (
+                        *id,
+                        1 + rng.below(if round % 2 == 0 { 10 } else { 60 }) as i64,
+                    )
+                })
+                .collect();
+            let n = own.len().max(2);
+            let stop = Stop {
+                at_failure: true,
+                at_new_nodeclaims: Some(n),
+                at_in_flight: true,
+            };
+            let early = world.simulate_until(&Taken::default(), &own, &pods, true, stop);
+            let whole = world.simulate(&Taken::default(), &own, &pods, true);
+            let refuses = |o: &Simulation| {
+                o.uninitialized_destination().is_some()
+                    || !o.failures().is_empty()
+                    || o.launches().len() >= n
+            };
+            assert_eq!(refuses(&early), refuses(&whole), "round {round}");
+            if refuses(&whole) {
+                refused += 1;
+                if whole.uninitialized_destination().is_some() {
+                    waiting += 1;
+                }
+                let placed = |o: &Simulation| o.placements().iter().map(|p| p.count).sum::<i64>();
+                if placed(&early) < placed(&whole) {
+                    stopped_short += 1;
+                }
+            } else {
+                accepted += 1;
+                assert_eq!(
+                    outcome(&early.placements(), early.failures()),
+                    outcome(&whole.placements(), whole.failures()),
+                    "round {round}"
+                );
+                assert_eq!(early.launches(), whole.launches(), "round {round}");
+            }
+        }
+        assert!(
+            stopped_short >= 5 && waiting >= 5 && refused > stopped_short / 2 && accepted >= 5,
+            "{stopped_short} stopped short, {refused} refused ({waiting} waiting for an \
+             in-flight NodeClaim), {accepted} accepted test little"
+        );
+
+        // Through a World: the stopped run, asked first, is not the whole run's answer.
+        let nodes = random_nodes(&mut rng, 60);
+        let memo = RefCell::new(Memo::default());
+        let world = World::new(
+            vec![(pool_hash(&pool), &pool)],
+            ids[..3]
+                .iter()
+                .zip(&classes)
+                .map(|(id, c)| (*id, (c, &compat, ClassHashes::of(&compat))))
+                .collect(),
+            nodes
+                .iter()
+                .map(|n| (fingerprint(n), ends_chunk(&n.node.name), n))
+                .collect(),
+            NodeNames::of(&nodes).set(),
+            |_| true,
+            &memo,
+        );
+        let pods: Vec<(ClassId, i64)> = ids[..3].iter().map(|id| (*id, 60)).collect();
+        let own = ["node-0001", "node-0002"];
+        let stop = Stop {
+            at_failure: true,
+            at_new_nodeclaims: Some(1),
+            at_in_flight: false,
+        };
+        let early = world.simulate_until(&Taken::default(), &own, &pods, true, stop);
+        let whole = world.simulate(&Taken::default(), &own, &pods, true);
+        // It stops after the class that opened the first NodeClaim; the others launch more.
+        assert!(
+            !early.launches().is_empty() && early.launches().len() < whole.launches().len(),
+            "stopped: {} launches, whole: {}",
+            early.launches().len(),
+            whole.launches().len()
+        );
+        assert_eq!(memo.borrow().runs.get("full").map(|r| r.0), Some(2));
     }
 
     /// A walk kept from an earlier evaluation must give the answer a fresh run would, whatever
