@@ -527,8 +527,9 @@ impl<'a> World<'a> {
     }
 
     /// [`World::simulate`], letting a whole-cluster run stop where `stop` says (see [`Stop`]):
-    /// a simulation that stopped holds a failure or at least that many launches, as the whole
-    /// run would.
+    /// a simulation that stopped holds what the whole one would be refused for (a failure, that
+    /// many launches, or an in-flight NodeClaim its leftovers would go to). Other runs do not
+    /// stop.
     pub fn simulate_until(
         &self,
         taken: &Taken,
