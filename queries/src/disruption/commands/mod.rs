@@ -248,7 +248,7 @@ impl<'a> Evaluation<'a> {
 
     /// [`Evaluation::simulate`] for a caller that refuses what `stop` stops at (see [`Stop`]).
     fn simulate_until(&self, nodes: &[&Candidate], stop: Stop) -> Result<Vec<Launch>, Blocker> {
-        let out = self.simulation_until(nodes, true, stop);
+        let out = self.simulation_with(nodes, true, stop);
         Self::workable(&out)?;
         Ok(out.launches().to_vec())
     }
@@ -292,14 +292,12 @@ impl<'a> Evaluation<'a> {
     }
 
     fn simulation(&self, nodes: &[&Candidate]) -> Simulation {
-        self.simulation_with(nodes, true)
+        self.simulation_with(nodes, true, Stop::NEVER)
     }
 
-    fn simulation_with(&self, nodes: &[&Candidate], new_nodeclaims: bool) -> Simulation {
-        self.simulation_until(nodes, new_nodeclaims, Stop::NEVER)
-    }
-
-    fn simulation_until(
+    /// The simulation of removing `nodes`, with new NodeClaims when `new_nodeclaims`, stopping
+    /// where `stop` says.
+    fn simulation_with(
         &self,
         nodes: &[&Candidate],
         new_nodeclaims: bool,

@@ -10,6 +10,7 @@ use super::{Command, Evaluation};
 use crate::disruption::lifetime::scaled_cost;
 use crate::disruption::simulate::Reads;
 use crate::disruption::types::Candidate;
+use crate::solver::Stop;
 use dovetail_dataflow::decisions::{DisruptionReason, Launch};
 use dovetail_dataflow::disruption_reasons::Blocker;
 use dovetail_dataflow::model::labels::CAPACITY_TYPE_SPOT;
@@ -376,7 +377,7 @@ impl<'a> Evaluation<'a> {
         let Some(price) = c.price else {
             return (Err(Blocker::PriceUnknown), None);
         };
-        let out = self.simulation_with(&[c], may_replace);
+        let out = self.simulation_with(&[c], may_replace, Stop::NEVER);
         let mut read = Read {
             reads: out.reads,
             pools: out.reads_pools,
